@@ -1,0 +1,48 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "DarwinNotify",
+    products: [
+        .library(name: "DarwinNotify", targets: ["DarwinNotify"]),
+        // The C core as a shared library, so plain C programs can `#include <notify.h>` and link it.
+        .library(name: "CNotify", type: .dynamic, targets: ["CNotify"]),
+        .executable(name: "notifyutil", targets: ["notifyutil"]),
+        .executable(name: "notify-bench", targets: ["notify-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CDBus",
+            path: "Shims/CDBus",
+            pkgConfig: "dbus-1",
+            providers: [.apt(["libdbus-1-dev"])]
+        ),
+        .target(
+            name: "CNotify",
+            dependencies: ["CDBus"],
+            path: "Shims/CNotify",
+            publicHeadersPath: "include",
+            cSettings: [.define("_GNU_SOURCE")],
+            linkerSettings: [.linkedLibrary("dbus-1"), .linkedLibrary("pthread")]
+        ),
+        .target(name: "DarwinNotify", dependencies: ["CNotify"]),
+        .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CNotify"]),
+        .executableTarget(name: "notifyutil", dependencies: ["NotifyUtilCore"]),
+        // C programs used by the integration tests and the benchmark: a CNotify client, and the
+        // raw-libdbus floor that the benchmark compares against (no wrapper at all).
+        .executableTarget(name: "cnotify-probe", dependencies: ["CNotify"]),
+        .executableTarget(name: "dbus-floor", dependencies: ["CDBus"]),
+        .executableTarget(
+            name: "notify-bench",
+            dependencies: ["DarwinNotify", .product(name: "Histogram", package: "hdrhistogram-swift")]
+        ),
+        .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["DarwinNotify", "CNotify", "notifyutil", "cnotify-probe"]
+        ),
+    ]
+)

@@ -1,0 +1,341 @@
+/*
+ * Which bus a center talks to, and the embedded bus: a per-user dbus-daemon with our config,
+ * started on first use by whichever process needs it (under a lock file, so concurrent starters
+ * agree), daemonised so it outlives the process that started it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "internal.h"
+
+extern char **environ;
+
+static uint32_t validate_address(const char *address, const char *origin) {
+    DBusAddressEntry **entries = NULL;
+    int n = 0;
+    DBusError err;
+    dbus_error_init(&err);
+    if (!dbus_parse_address(address, &entries, &n, &err)) {
+        cn_set_error("%s '%s' is not a D-Bus address (%s); use an address such as "
+                     "unix:path=/run/user/1000/bus, or session, system, embedded",
+                     origin, address, err.message ? err.message : "parse error");
+        dbus_error_free(&err);
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    dbus_address_entries_free(entries);
+    return NOTIFY_STATUS_OK;
+}
+
+uint32_t cn_resolve_bus(const char *spec, cn_bus_kind *kind, char **out_address) {
+    const char *origin = "bus address";
+    if (spec == NULL || spec[0] == '\0') {
+        spec = getenv("DARWIN_NOTIFY_BUS");
+        origin = "DARWIN_NOTIFY_BUS";
+        if (spec == NULL || spec[0] == '\0') spec = "embedded";
+    }
+    *out_address = NULL;
+    if (strcmp(spec, "embedded") == 0) {
+        *kind = CN_BUS_EMBEDDED;
+        return NOTIFY_STATUS_OK;
+    }
+    *kind = CN_BUS_ADDRESS;
+    const char *address = spec;
+    if (strcmp(spec, "session") == 0) {
+        address = getenv("DBUS_SESSION_BUS_ADDRESS");
+        if (address == NULL || address[0] == '\0') {
+            cn_set_error("%s is 'session' but DBUS_SESSION_BUS_ADDRESS is not set", origin);
+            return NOTIFY_STATUS_SERVER_NOT_FOUND;
+        }
+    } else if (strcmp(spec, "system") == 0) {
+        address = getenv("DBUS_SYSTEM_BUS_ADDRESS");
+        if (address == NULL || address[0] == '\0') address = "unix:path=/run/dbus/system_bus_socket";
+    }
+    uint32_t st = validate_address(address, origin);
+    if (st != NOTIFY_STATUS_OK) return st;
+    *out_address = strdup(address);
+    return *out_address ? NOTIFY_STATUS_OK : NOTIFY_STATUS_FAILED;
+}
+
+/* ---- the runtime directory ---- */
+
+static uint32_t check_private_dir(const char *dir) {
+    struct stat st;
+    if (lstat(dir, &st) != 0) {
+        cn_set_error("cannot inspect runtime directory %s: %s", dir, strerror(errno));
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        cn_set_error("refusing runtime directory %s: it is a symbolic link", dir);
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        cn_set_error("refusing runtime directory %s: it is not a directory", dir);
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    if (st.st_uid != geteuid()) {
+        cn_set_error("refusing runtime directory %s: it is owned by uid %u, not by you (uid %u)",
+                     dir, (unsigned)st.st_uid, (unsigned)geteuid());
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        cn_set_error("refusing runtime directory %s: others can write to it (mode %03o); "
+                     "chmod 700 it or remove it", dir, (unsigned)(st.st_mode & 0777));
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    return NOTIFY_STATUS_OK;
+}
+
+uint32_t cn_embedded_runtime_dir(char *out, size_t len) {
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int n;
+    if (xdg && xdg[0] == '/') {
+        uint32_t st = check_private_dir(xdg);
+        if (st != NOTIFY_STATUS_OK) return st;
+        n = snprintf(out, len, "%s/darwin-notify", xdg);
+    } else {
+        n = snprintf(out, len, "/tmp/darwin-notify-%u", (unsigned)geteuid());
+    }
+    if (n < 0 || (size_t)n >= len || (size_t)n > sizeof(((struct sockaddr_un *)0)->sun_path) - 8) {
+        cn_set_error("runtime directory path is too long for a unix socket");
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    if (mkdir(out, 0700) != 0 && errno != EEXIST) {
+        cn_set_error("cannot create runtime directory %s: %s", out, strerror(errno));
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    return check_private_dir(out);
+}
+
+/* ---- the embedded daemon ---- */
+
+static int socket_answers(const char *path) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    strncpy(sa.sun_path, path, sizeof sa.sun_path - 1);
+    int ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return ok;
+}
+
+static char *find_in_path(const char *prog) {
+    const char *path = getenv("PATH");
+    if (!path) return NULL;
+    char buf[PATH_MAX];
+    const char *p = path;
+    while (*p) {
+        const char *colon = strchr(p, ':');
+        size_t n = colon ? (size_t)(colon - p) : strlen(p);
+        if (n > 0 && n + strlen(prog) + 2 < sizeof buf) {
+            memcpy(buf, p, n);
+            buf[n] = '/';
+            strcpy(buf + n + 1, prog);
+            if (access(buf, X_OK) == 0) return strdup(buf);
+        }
+        if (!colon) break;
+        p = colon + 1;
+    }
+    return NULL;
+}
+
+static int write_config(const char *dir, char *conf_path, size_t len) {
+    snprintf(conf_path, len, "%s/bus.conf", dir);
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s/bus.conf.%d", dir, (int)getpid());
+    FILE *f = fopen(tmp, "we");
+    if (!f) return -1;
+    fprintf(f,
+        "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN\"\n"
+        " \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n"
+        "<!-- The DarwinNotify embedded bus: private to this user (its directory is 0700). -->\n"
+        "<busconfig>\n"
+        "  <type>darwin-notify</type>\n"
+        "  <listen>unix:path=%s/bus</listen>\n"
+        "  <auth>EXTERNAL</auth>\n"
+        "  <pidfile>%s/bus.pid</pidfile>\n"
+        "  <policy context=\"default\">\n"
+        "    <allow send_destination=\"*\" eavesdrop=\"true\"/>\n"
+        "    <allow eavesdrop=\"true\"/>\n"
+        "    <allow own=\"*\"/>\n"
+        "  </policy>\n"
+        "  <limit name=\"max_match_rules_per_connection\">50000</limit>\n"
+        "  <limit name=\"max_connections_per_user\">4096</limit>\n"
+        "  <limit name=\"max_completed_connections\">4096</limit>\n"
+        "</busconfig>\n", dir, dir);
+    if (fclose(f) != 0 || rename(tmp, conf_path) != 0) { unlink(tmp); return -1; }
+    return 0;
+}
+
+/* Starts dbus-daemon --fork and waits for it to print its address (the readiness handshake). */
+static uint32_t spawn_daemon(const char *dir, const char *sock) {
+    char *daemon = find_in_path("dbus-daemon");
+    if (!daemon) {
+        cn_set_error("dbus-daemon is not installed (not found in PATH); install it with "
+                     "'apt-get install dbus-daemon' (Debian/Ubuntu) or 'dnf install dbus-daemon' (Fedora)");
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    char conf[PATH_MAX];
+    if (write_config(dir, conf, sizeof conf) != 0) {
+        cn_set_error("cannot write %s/bus.conf: %s", dir, strerror(errno));
+        free(daemon);
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    unlink(sock); /* a stale socket of a dead daemon */
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) != 0) { free(daemon); return NOTIFY_STATUS_FAILED; }
+    char conf_arg[PATH_MAX + 32], fd_arg[32];
+    snprintf(conf_arg, sizeof conf_arg, "--config-file=%s", conf);
+    snprintf(fd_arg, sizeof fd_arg, "--print-address=%d", 3);
+    char *argv[] = { daemon, conf_arg, "--fork", fd_arg, "--nosyslog", NULL };
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 3);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none; sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSID);
+    pid_t pid;
+    int rc = posix_spawn(&pid, daemon, &fa, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(pipefd[1]);
+    if (rc != 0) {
+        cn_set_error("cannot start %s: %s", daemon, strerror(rc));
+        close(pipefd[0]);
+        free(daemon);
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    char buf[512];
+    size_t got = 0;
+    struct pollfd pfd = { .fd = pipefd[0], .events = POLLIN };
+    while (got < sizeof buf - 1 && !memchr(buf, '\n', got)) {
+        if (poll(&pfd, 1, 10000) <= 0) break; /* 10 s: generous, and we report it */
+        ssize_t r = read(pipefd[0], buf + got, sizeof buf - 1 - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(pipefd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0); /* the --fork parent exits once the daemon is ready */
+    buf[got] = '\0';
+    if (!memchr(buf, '\n', got)) {
+        cn_set_error("%s did not become ready (exit status %d); try: %s --config-file=%s --nofork",
+                     daemon, WIFEXITED(status) ? WEXITSTATUS(status) : -1, daemon, conf);
+        free(daemon);
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    free(daemon);
+    return NOTIFY_STATUS_OK;
+}
+
+static uint32_t embedded_paths(char *dir, size_t dlen, char *sock, size_t slen) {
+    uint32_t st = cn_embedded_runtime_dir(dir, dlen);
+    if (st != NOTIFY_STATUS_OK) return st;
+    snprintf(sock, slen, "%s/bus", dir);
+    return NOTIFY_STATUS_OK;
+}
+
+uint32_t cn_embedded_ensure(char **out_address) {
+    char dir[PATH_MAX], sock[PATH_MAX + 8], lockpath[PATH_MAX + 8];
+    uint32_t st = embedded_paths(dir, sizeof dir, sock, sizeof sock);
+    if (st != NOTIFY_STATUS_OK) return st;
+    if (!socket_answers(sock)) {
+        snprintf(lockpath, sizeof lockpath, "%s/lock", dir);
+        int lfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (lfd < 0) {
+            cn_set_error("cannot open lock file %s: %s", lockpath, strerror(errno));
+            return NOTIFY_STATUS_SERVER_NOT_FOUND;
+        }
+        while (flock(lfd, LOCK_EX) != 0 && errno == EINTR) {}
+        if (!socket_answers(sock)) st = spawn_daemon(dir, sock); /* nobody else started it */
+        flock(lfd, LOCK_UN);
+        close(lfd);
+        if (st != NOTIFY_STATUS_OK) return st;
+    }
+    char addr[PATH_MAX + 32];
+    snprintf(addr, sizeof addr, "unix:path=%s", sock);
+    *out_address = strdup(addr);
+    return *out_address ? NOTIFY_STATUS_OK : NOTIFY_STATUS_FAILED;
+}
+
+static void copy_out(char *out, size_t len, const char *s) {
+    if (out && len) snprintf(out, len, "%s", s);
+}
+
+uint32_t CNotify_embedded_bus_start(char *out_address, size_t out_len) {
+    char *addr = NULL;
+    uint32_t st = cn_embedded_ensure(&addr);
+    if (st == NOTIFY_STATUS_OK) copy_out(out_address, out_len, addr);
+    free(addr);
+    return st;
+}
+
+static pid_t read_pid(const char *dir) {
+    char path[PATH_MAX + 16], buf[32] = {0};
+    snprintf(path, sizeof path, "%s/bus.pid", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    long pid = strtol(buf, NULL, 10);
+    return pid > 1 ? (pid_t)pid : -1;
+}
+
+static int is_dbus_daemon(pid_t pid) {
+    char path[64], comm[64] = {0};
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, comm, sizeof comm - 1);
+    close(fd);
+    return n > 0 && strncmp(comm, "dbus-daemon", 11) == 0;
+}
+
+uint32_t CNotify_embedded_bus_stop(void) {
+    char dir[PATH_MAX], sock[PATH_MAX + 8];
+    uint32_t st = embedded_paths(dir, sizeof dir, sock, sizeof sock);
+    if (st != NOTIFY_STATUS_OK) return st;
+    pid_t pid = read_pid(dir);
+    if (pid < 0 || !is_dbus_daemon(pid) || !socket_answers(sock)) {
+        cn_set_error("the embedded bus is not running (%s)", sock);
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    if (kill(pid, SIGTERM) != 0) {
+        cn_set_error("cannot stop dbus-daemon pid %d: %s", (int)pid, strerror(errno));
+        return NOTIFY_STATUS_FAILED;
+    }
+    for (int i = 0; i < 500 && kill(pid, 0) == 0; i++) { /* up to 5 s for it to go */
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    unlink(sock);
+    return NOTIFY_STATUS_OK;
+}
+
+uint32_t CNotify_embedded_bus_status(int *running, char *out_address, size_t out_len, char *out_dir, size_t dir_len) {
+    char dir[PATH_MAX], sock[PATH_MAX + 8];
+    if (running) *running = 0;
+    uint32_t st = embedded_paths(dir, sizeof dir, sock, sizeof sock);
+    if (st != NOTIFY_STATUS_OK) return st;
+    copy_out(out_dir, dir_len, dir);
+    char addr[PATH_MAX + 32];
+    snprintf(addr, sizeof addr, "unix:path=%s", sock);
+    copy_out(out_address, out_len, addr);
+    if (running) *running = socket_answers(sock);
+    return NOTIFY_STATUS_OK;
+}

@@ -1,0 +1,442 @@
+/*
+ * The center: observer registry, dispatch of received posts to callbacks, and posting.
+ * Callbacks run on the I/O thread (io_loop.c). Removal rules: an entry marked removed is never
+ * called again; a remover on another thread waits while that entry's callback runs; memory and
+ * the binding's context are released by whoever drops the last pin (see cn_entry.pins).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+#include "internal.h"
+
+/* ---- lifetime ---- */
+
+static pthread_mutex_t centers_lock = PTHREAD_MUTEX_INITIALIZER;
+static CNotify_center **centers;
+static size_t ncenters;
+
+static void flush_all_at_exit(void) {
+    pthread_mutex_lock(&centers_lock);
+    for (size_t i = 0; i < ncenters; i++) CNotify_center_flush(centers[i], 2000);
+    pthread_mutex_unlock(&centers_lock);
+}
+
+static CNotify_center *center_alloc(const char *bus) {
+    CNotify_center *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->bus_spec = bus ? strdup(bus) : NULL;
+    c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (c->wake_fd < 0 || (bus && !c->bus_spec)) {
+        if (c->wake_fd >= 0) close(c->wake_fd);
+        free(c->bus_spec);
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->start_lock, NULL);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    pthread_mutex_init(&c->watch_lock, NULL);
+    pthread_mutex_init(&c->reg_lock, NULL);
+    pthread_cond_init(&c->reg_cond, NULL);
+    static int registered_atexit;
+    pthread_mutex_lock(&centers_lock);
+    CNotify_center **n = realloc(centers, (ncenters + 1) * sizeof *n);
+    if (n) { centers = n; centers[ncenters++] = c; }
+    if (!registered_atexit) { registered_atexit = 1; atexit(flush_all_at_exit); }
+    pthread_mutex_unlock(&centers_lock);
+    return c;
+}
+
+static CNotify_center *default_center;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+static void make_default(void) {
+    dbus_threads_init_default();
+    default_center = center_alloc(NULL);
+}
+
+CNotify_center *CNotify_center_get_darwin_notify_center(void) {
+    pthread_once(&default_once, make_default);
+    return default_center;
+}
+
+CNotify_center *CNotify_center_create(const char *bus, uint32_t *out_status) {
+    dbus_threads_init_default();
+    cn_bus_kind kind;
+    char *address = NULL;
+    uint32_t st = cn_resolve_bus(bus, &kind, &address);
+    if (st == NOTIFY_STATUS_OK) {
+        CNotify_center *c = center_alloc(bus);
+        if (c) {
+            c->kind = kind;
+            c->address = address;
+            if (out_status) *out_status = NOTIFY_STATUS_OK;
+            return c;
+        }
+        free(address);
+        cn_set_error("out of memory");
+        st = NOTIFY_STATUS_FAILED;
+    }
+    if (out_status) *out_status = st;
+    return NULL;
+}
+
+static void free_entry(cn_entry *e) {
+    if (e->release) e->release(e->context);
+    free(e->name);
+    free(e);
+}
+
+static void free_slot(void *p) {
+    cn_name_slot *slot = p;
+    free(slot->entries);
+    free(slot);
+}
+
+void CNotify_center_destroy(CNotify_center *c) {
+    if (!c || c == default_center) return;
+    cn_io_stop(c);
+    pthread_mutex_lock(&centers_lock);
+    for (size_t i = 0; i < ncenters; i++)
+        if (centers[i] == c) { centers[i] = centers[--ncenters]; break; }
+    pthread_mutex_unlock(&centers_lock);
+    /* The I/O thread has ended: nothing is pinned or running any more. */
+    for (size_t b = 0; b < c->names.nbuckets; b++)
+        for (cn_map_node *node = c->names.buckets[b]; node; node = node->next) {
+            cn_name_slot *slot = node->value;
+            for (size_t i = 0; i < slot->count; i++) free_entry(slot->entries[i]);
+        }
+    cn_map_clear(&c->names, free_slot);
+    cn_map_clear(&c->senders, NULL);
+    for (cn_outgoing *o = c->out_head; o;) { cn_outgoing *n = o->next; dbus_message_unref(o->message); free(o); o = n; }
+    close(c->wake_fd);
+    free(c->watches);
+    free(c->timeouts);
+    free(c->timeout_deadline);
+    free(c->bus_spec);
+    free(c->address);
+    free(c);
+}
+
+const char *CNotify_center_bus_address(CNotify_center *c) {
+    return (c && c->address) ? c->address : "";
+}
+
+void CNotify_center_get_stats(CNotify_center *c, CNotify_stats *out) {
+    if (!c || !out) return;
+    out->received = atomic_load(&c->received);
+    out->delivered = atomic_load(&c->delivered);
+    out->gaps = atomic_load(&c->gaps);
+    out->reconnects = atomic_load(&c->reconnects);
+}
+
+/* ---- registry ---- */
+
+static uint32_t add_entry(CNotify_center *c, cn_entry *e) {
+    pthread_mutex_lock(&c->reg_lock);
+    cn_name_slot *slot = cn_map_get(&c->names, e->name);
+    if (!slot) {
+        slot = calloc(1, sizeof *slot);
+        if (!slot || cn_map_put(&c->names, e->name, slot) != 0) {
+            free(slot);
+            pthread_mutex_unlock(&c->reg_lock);
+            cn_set_error("out of memory");
+            return NOTIFY_STATUS_FAILED;
+        }
+    }
+    if (slot->count == slot->cap) {
+        size_t cap = slot->cap ? slot->cap * 2 : 2;
+        cn_entry **n = realloc(slot->entries, cap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&c->reg_lock);
+            cn_set_error("out of memory");
+            return NOTIFY_STATUS_FAILED;
+        }
+        slot->entries = n;
+        slot->cap = cap;
+    }
+    e->id = ++c->next_id;
+    slot->entries[slot->count++] = e;
+    pthread_mutex_unlock(&c->reg_lock);
+    return NOTIFY_STATUS_OK;
+}
+
+static uint32_t register_entry(CNotify_center *c, cn_entry *e, uint64_t *out_id) {
+    uint32_t st = cn_center_start(c);
+    if (st == NOTIFY_STATUS_OK) st = add_entry(c, e);
+    if (st == NOTIFY_STATUS_OK) {
+        uint64_t id = e->id; /* read now: once registered, a remove on another thread may free e */
+        if (out_id) *out_id = id;
+        st = cn_io_require_rule(c);
+        if (st != NOTIFY_STATUS_OK) {
+            /* A failed registration leaves the context with the caller: do not release it. */
+            pthread_mutex_lock(&c->reg_lock);
+            e->release = NULL;
+            pthread_mutex_unlock(&c->reg_lock);
+            CNotify_center_remove_handler(c, id);
+        }
+        return st;
+    }
+    free(e->name);
+    free(e);
+    return st;
+}
+
+typedef int (*entry_pred)(const cn_entry *e, const void *a, uint64_t b);
+
+/* Marks matching entries of one slot removed; frees those no dispatch holds. Lock held. */
+static size_t remove_in_slot(CNotify_center *c, const char *name, cn_name_slot *slot, entry_pred pred,
+                             const void *a, uint64_t b, cn_entry ***to_free, size_t *nfree) {
+    size_t removed = 0, keep = 0;
+    for (size_t i = 0; i < slot->count; i++) {
+        cn_entry *e = slot->entries[i];
+        if (!pred(e, a, b)) { slot->entries[keep++] = e; continue; }
+        e->removed = 1;
+        removed++;
+        if (e->pins == 0) {
+            cn_entry **n = realloc(*to_free, (*nfree + 1) * sizeof *n);
+            if (n) { *to_free = n; (*to_free)[(*nfree)++] = e; }
+        }
+    }
+    slot->count = keep;
+    if (keep == 0) free_slot(cn_map_remove(&c->names, name));
+    return removed;
+}
+
+static uint32_t remove_where(CNotify_center *c, const char *name, entry_pred pred, const void *a, uint64_t b) {
+    cn_entry **to_free = NULL;
+    size_t nfree = 0, removed = 0;
+    pthread_mutex_lock(&c->reg_lock);
+    if (name) {
+        cn_name_slot *slot = cn_map_get(&c->names, name);
+        if (slot) removed = remove_in_slot(c, name, slot, pred, a, b, &to_free, &nfree);
+    } else {
+        /* Every name: collect the keys first, as emptied slots leave the map. */
+        char **keys = malloc((c->names.count + 1) * sizeof *keys);
+        size_t nk = 0;
+        for (size_t i = 0; keys && i < c->names.nbuckets; i++)
+            for (cn_map_node *node = c->names.buckets[i]; node; node = node->next) keys[nk++] = strdup(node->key);
+        for (size_t i = 0; i < nk; i++) {
+            cn_name_slot *slot = keys[i] ? cn_map_get(&c->names, keys[i]) : NULL;
+            if (slot) removed += remove_in_slot(c, keys[i], slot, pred, a, b, &to_free, &nfree);
+            free(keys[i]);
+        }
+        free(keys);
+    }
+    /* Once we return, the callback must not run again: wait out a running invocation. */
+    while (c->running && c->running->removed && !cn_on_io_thread(c)) pthread_cond_wait(&c->reg_cond, &c->reg_lock);
+    pthread_mutex_unlock(&c->reg_lock);
+    for (size_t i = 0; i < nfree; i++) free_entry(to_free[i]);
+    free(to_free);
+    return removed;
+}
+
+/* ---- dispatch (I/O thread) ---- */
+
+static void track_sequence(CNotify_center *c, const char *sender, uint64_t seq) {
+    if (!sender) return;
+    if (c->senders.count > 4096) cn_map_clear(&c->senders, NULL); /* bounded: old senders go */
+    uintptr_t last = (uintptr_t)cn_map_get(&c->senders, sender);
+    if (last && seq > last + 1) atomic_fetch_add(&c->gaps, seq - last - 1);
+    cn_map_put(&c->senders, sender, (void *)(uintptr_t)seq);
+}
+
+void cn_dispatch_post(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq) {
+    atomic_fetch_add_explicit(&c->received, 1, memory_order_relaxed);
+    if (has_seq) track_sequence(c, sender, seq);
+    cn_entry *stack[16], **snap = stack;
+    size_t n = 0;
+    pthread_mutex_lock(&c->reg_lock);
+    cn_name_slot *slot = cn_map_get(&c->names, name);
+    if (slot && slot->count) {
+        if (slot->count > 16) snap = malloc(slot->count * sizeof *snap);
+        if (snap) {
+            n = slot->count;
+            for (size_t i = 0; i < n; i++) { snap[i] = slot->entries[i]; snap[i]->pins++; }
+        }
+    }
+    pthread_mutex_unlock(&c->reg_lock);
+    for (size_t i = 0; i < n; i++) {
+        cn_entry *e = snap[i];
+        pthread_mutex_lock(&c->reg_lock);
+        int run = !e->removed;
+        if (run) c->running = e;
+        pthread_mutex_unlock(&c->reg_lock);
+        if (run) {
+            if (e->cf_callback) e->cf_callback(c, (void *)e->observer, name, NULL, NULL);
+            else e->handler(e->context, name);
+            atomic_fetch_add_explicit(&c->delivered, 1, memory_order_relaxed);
+        }
+        pthread_mutex_lock(&c->reg_lock);
+        c->running = NULL;
+        int last = --e->pins == 0 && e->removed;
+        pthread_cond_broadcast(&c->reg_cond);
+        pthread_mutex_unlock(&c->reg_lock);
+        if (last) free_entry(e);
+    }
+    if (snap != stack) free(snap);
+}
+
+/* ---- public API ---- */
+
+static cn_entry *new_entry(const char *name) {
+    cn_entry *e = calloc(1, sizeof *e);
+    if (e && !(e->name = strdup(name))) { free(e); e = NULL; }
+    if (!e) cn_set_error("out of memory");
+    return e;
+}
+
+uint32_t CNotify_center_add_observer(CNotify_center *c, const void *observer, CNotify_callback callback, const char *name) {
+    cn_clear_error();
+    if (!c || !callback) { cn_set_error("center or callback is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    uint32_t st = CNotify_validate_name(name);
+    if (st != NOTIFY_STATUS_OK) return st;
+    cn_entry *e = new_entry(name);
+    if (!e) return NOTIFY_STATUS_FAILED;
+    e->observer = observer;
+    e->cf_callback = callback;
+    return register_entry(c, e, NULL);
+}
+
+uint32_t CNotify_center_add_handler(CNotify_center *c, const char *name, CNotify_handler handler, void *context,
+                                    CNotify_release release, uint64_t *out_id) {
+    cn_clear_error();
+    if (!c || !handler || !out_id) { cn_set_error("center, handler or id pointer is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    uint32_t st = CNotify_validate_name(name);
+    if (st != NOTIFY_STATUS_OK) return st;
+    cn_entry *e = new_entry(name);
+    if (!e) return NOTIFY_STATUS_FAILED;
+    e->handler = handler;
+    e->context = context;
+    e->release = release;
+    return register_entry(c, e, out_id);
+}
+
+static int match_observer(const cn_entry *e, const void *observer, uint64_t unused) {
+    (void)unused;
+    return e->cf_callback && e->observer == observer;
+}
+
+static int match_id(const cn_entry *e, const void *unused, uint64_t id) {
+    (void)unused;
+    return e->id == id;
+}
+
+uint32_t CNotify_center_remove_observer(CNotify_center *c, const void *observer, const char *name) {
+    cn_clear_error();
+    if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    uint32_t st = CNotify_validate_name(name);
+    if (st != NOTIFY_STATUS_OK) return st;
+    remove_where(c, name, match_observer, observer, 0);
+    return NOTIFY_STATUS_OK;
+}
+
+uint32_t CNotify_center_remove_every_observer(CNotify_center *c, const void *observer) {
+    cn_clear_error();
+    if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    remove_where(c, NULL, match_observer, observer, 0);
+    return NOTIFY_STATUS_OK;
+}
+
+uint32_t CNotify_center_remove_handler(CNotify_center *c, uint64_t id) {
+    if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    if (remove_where(c, NULL, match_id, NULL, id) == 0) {
+        cn_set_error("no registration with id %llu", (unsigned long long)id);
+        return NOTIFY_STATUS_INVALID_TOKEN;
+    }
+    return NOTIFY_STATUS_OK;
+}
+
+uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
+    cn_clear_error();
+    if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    uint32_t st = CNotify_validate_name(name);
+    if (st != NOTIFY_STATUS_OK) return st;
+    st = cn_center_start(c);
+    if (st != NOTIFY_STATUS_OK) return st;
+    DBusMessage *m = dbus_message_new_signal(CN_PATH, CN_INTERFACE, CN_MEMBER);
+    cn_outgoing *o = malloc(sizeof *o);
+    if (!m || !o) {
+        if (m) dbus_message_unref(m);
+        free(o);
+        cn_set_error("out of memory");
+        return NOTIFY_STATUS_FAILED;
+    }
+    int on_io = cn_on_io_thread(c), wake = 0;
+    pthread_mutex_lock(&c->lock);
+    if (!c->connected) {
+        pthread_mutex_unlock(&c->lock);
+        dbus_message_unref(m);
+        free(o);
+        cn_set_error("no bus is reachable at %s (reconnecting in the background)", c->address ? c->address : "?");
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    dbus_uint64_t seq = ++c->next_seq;
+    if (!dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID)) {
+        pthread_mutex_unlock(&c->lock);
+        dbus_message_unref(m);
+        free(o);
+        cn_set_error("out of memory");
+        return NOTIFY_STATUS_FAILED;
+    }
+    c->queued_posts++;
+    if (on_io && !c->out_head) {
+        /* Inside a callback: we are the I/O thread, so write straight away. */
+        dbus_connection_send(c->conn, m, NULL);
+        c->written_posts++;
+        dbus_message_unref(m);
+        free(o);
+    } else {
+        o->next = NULL;
+        o->message = m;
+        wake = c->out_head == NULL;
+        if (c->out_tail) c->out_tail->next = o; else c->out_head = o;
+        c->out_tail = o;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (wake && !on_io) cn_io_wake(c);
+    return NOTIFY_STATUS_OK;
+}
+
+uint32_t CNotify_center_flush(CNotify_center *c, int timeout_ms) {
+    if (!c) return NOTIFY_STATUS_NULL_INPUT;
+    if (!c->started) return NOTIFY_STATUS_OK;
+    if (cn_on_io_thread(c)) {
+        /* From a callback: nothing else can write for us, so write the queue here. */
+        pthread_mutex_lock(&c->lock);
+        cn_outgoing *list = c->out_head;
+        c->out_head = c->out_tail = NULL;
+        DBusConnection *conn = c->conn;
+        pthread_mutex_unlock(&c->lock);
+        while (list) {
+            cn_outgoing *next = list->next;
+            if (conn) dbus_connection_send(conn, list->message, NULL);
+            dbus_message_unref(list->message);
+            free(list);
+            list = next;
+        }
+        if (conn) dbus_connection_flush(conn);
+        return conn ? NOTIFY_STATUS_OK : NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec++; deadline.tv_nsec -= 1000000000L; }
+    pthread_mutex_lock(&c->lock);
+    uint64_t target = c->queued_posts;
+    cn_io_wake(c);
+    int timed_out = 0;
+    while (c->written_posts < target && c->connected && !timed_out)
+        timed_out = pthread_cond_timedwait(&c->cond, &c->lock, &deadline) != 0;
+    int ok = c->written_posts >= target;
+    pthread_mutex_unlock(&c->lock);
+    if (!ok) {
+        cn_set_error("posts could not be written to the bus within %d ms", timeout_ms);
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    return NOTIFY_STATUS_OK;
+}

@@ -1,0 +1,115 @@
+/*
+ * darwin_notify.h: the CNotify center, a CFNotificationCenter-style Darwin notify center in C.
+ *
+ * A center is bound to one bus. Observers are C callbacks keyed by (observer pointer, name).
+ * object and userInfo are always NULL, as on Apple's Darwin center.
+ *
+ * Threads: every callback of a center runs on that center's own I/O thread, one at a time, in
+ * the order notifications arrived. A callback may post (the post is delivered after the
+ * callback returns, never re-entrantly), add observers, and remove observers, its own included.
+ * Once a remove call returns, the removed callback never runs again on any thread; a remove
+ * from another thread waits for a running invocation of that callback to finish.
+ *
+ * Every function returns a NOTIFY_STATUS_* code from <notify.h>; CNotify_last_error() gives a
+ * sentence about the latest failure on the calling thread.
+ */
+#ifndef CNOTIFY_DARWIN_NOTIFY_H
+#define CNOTIFY_DARWIN_NOTIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "notify.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CNotify_center CNotify_center;
+
+/* Apple's CFNotificationCallback shape: (center, observer, name, object, userInfo). */
+typedef void (*CNotify_callback)(CNotify_center *center, void *observer, const char *name,
+                                 const void *object, const void *userInfo);
+
+/* A handler with a context pointer, for language bindings; `release` frees the context. */
+typedef void (*CNotify_handler)(void *context, const char *name);
+typedef void (*CNotify_release)(void *context);
+
+/* The longest name accepted, in bytes (without the terminating NUL). */
+#define CNOTIFY_NAME_MAX 512
+
+/*
+ * The process-wide center on the default bus: DARWIN_NOTIFY_BUS if set, else the embedded bus.
+ * Never NULL; the bus is reached on first use, and failures are reported by the calls.
+ */
+CNotify_center *CNotify_center_get_darwin_notify_center(void);
+
+/*
+ * A center on an explicit bus: a D-Bus address, or "session", "system", "embedded"; NULL means
+ * the default resolution. On a malformed address returns NULL with *out_status set.
+ * The bus itself is reached on first use.
+ */
+CNotify_center *CNotify_center_create(const char *bus, uint32_t *out_status);
+
+/* Stops a center made by CNotify_center_create: removes its observers and closes its bus. */
+void CNotify_center_destroy(CNotify_center *center);
+
+/* Adds `callback` for `name`; object and userInfo in the callback are always NULL. */
+uint32_t CNotify_center_add_observer(CNotify_center *center, const void *observer,
+                                     CNotify_callback callback, const char *name);
+
+/* Removes every registration of `observer` for `name`. */
+uint32_t CNotify_center_remove_observer(CNotify_center *center, const void *observer, const char *name);
+
+/* Removes every registration of `observer`, whatever its name. */
+uint32_t CNotify_center_remove_every_observer(CNotify_center *center, const void *observer);
+
+/*
+ * Posts `name`. Returns once the post is queued on the center's connection, in the caller's
+ * order; CNotify_center_flush() waits until it is written to the bus. Queued posts are also
+ * flushed when the process exits through exit().
+ */
+uint32_t CNotify_center_post(CNotify_center *center, const char *name);
+
+/* Waits up to timeout_ms until every post queued so far has been written to the bus. */
+uint32_t CNotify_center_flush(CNotify_center *center, int timeout_ms);
+
+/* Adds a handler with a context; *out_id identifies it for CNotify_center_remove_handler.
+ * On failure `release` is never called: the context stays the caller's. */
+uint32_t CNotify_center_add_handler(CNotify_center *center, const char *name, CNotify_handler handler,
+                                    void *context, CNotify_release release, uint64_t *out_id);
+
+/* Removes a handler; `release` runs once no invocation of it can still be running. */
+uint32_t CNotify_center_remove_handler(CNotify_center *center, uint64_t id);
+
+/* The resolved bus address of the center ("" before first use). */
+const char *CNotify_center_bus_address(CNotify_center *center);
+
+/* Counters for diagnostics and benchmarks. */
+typedef struct CNotify_stats {
+    uint64_t received;   /* Post signals received from the bus */
+    uint64_t delivered;  /* callback invocations */
+    uint64_t gaps;       /* posts missing from a sender's sequence (lost by the bus) */
+    uint64_t reconnects; /* successful reconnections after a lost bus */
+} CNotify_stats;
+void CNotify_center_get_stats(CNotify_center *center, CNotify_stats *out);
+
+/* Validates a notification name: NULL_INPUT, INVALID_NAME (empty, too long, not UTF-8) or OK. */
+uint32_t CNotify_validate_name(const char *name);
+
+/* A sentence about the latest failure on this thread ("" if none). */
+const char *CNotify_last_error(void);
+
+/* Apple-style name of a status code ("Invalid Name", ...). */
+const char *CNotify_status_string(uint32_t status);
+
+/* Embedded bus control (used by notifyutil). Each returns a status and fills `out` (may be NULL). */
+uint32_t CNotify_embedded_bus_start(char *out_address, size_t out_len);
+uint32_t CNotify_embedded_bus_stop(void);
+/* Sets *running to 1 if the embedded bus answers; fills the address and runtime directory. */
+uint32_t CNotify_embedded_bus_status(int *running, char *out_address, size_t out_len, char *out_dir, size_t dir_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CNOTIFY_DARWIN_NOTIFY_H */

@@ -1,0 +1,120 @@
+/* Internal structures of the CNotify core. Not installed; see include/ for the public API. */
+#ifndef CNOTIFY_INTERNAL_H
+#define CNOTIFY_INTERNAL_H
+
+#include <dbus/dbus.h>
+#include <pthread.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include "include/darwin_notify.h"
+
+/* The wire contract (docs/PROTOCOL.md). */
+#define CN_PATH "/org/darwinnotify"
+#define CN_INTERFACE "org.darwinnotify.Notify"
+#define CN_MEMBER "Post"
+#define CN_MATCH_RULE "type='signal',path='" CN_PATH "',interface='" CN_INTERFACE "',member='" CN_MEMBER "'"
+
+/* ---- errors.c ---- */
+void cn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cn_clear_error(void);
+
+/* ---- map.c: chained hash map with string keys (names, sender names) ---- */
+typedef struct cn_map_node {
+    struct cn_map_node *next;
+    uint64_t hash;
+    char *key;
+    void *value;
+} cn_map_node;
+typedef struct cn_map {
+    cn_map_node **buckets;
+    size_t nbuckets, count;
+} cn_map;
+uint64_t cn_hash(const char *s);
+void *cn_map_get(cn_map *m, const char *key);
+int cn_map_put(cn_map *m, const char *key, void *value); /* 0 ok, -1 out of memory */
+void *cn_map_remove(cn_map *m, const char *key);
+void cn_map_clear(cn_map *m, void (*free_value)(void *));
+
+/* ---- bus_address.c ---- */
+typedef enum { CN_BUS_ADDRESS, CN_BUS_EMBEDDED } cn_bus_kind;
+/* Resolves "session"/"system"/"embedded"/address/NULL(default) into a kind and an address. */
+uint32_t cn_resolve_bus(const char *spec, cn_bus_kind *kind, char **out_address);
+/* Makes sure the embedded dbus-daemon runs (starting it under a lock) and returns its address. */
+uint32_t cn_embedded_ensure(char **out_address);
+uint32_t cn_embedded_runtime_dir(char *out, size_t len);
+
+/* ---- center.c / io_loop.c ---- */
+typedef struct cn_entry {
+    uint64_t id;
+    char *name;
+    const void *observer;      /* CF-style observers: identity for remove */
+    CNotify_callback cf_callback;
+    CNotify_handler handler;   /* handler-style registrations */
+    void *context;
+    CNotify_release release;
+    int removed;
+    int pins;                  /* dispatch snapshots holding this entry */
+} cn_entry;
+
+typedef struct cn_name_slot {
+    cn_entry **entries;
+    size_t count, cap;
+} cn_name_slot;
+
+typedef struct cn_outgoing {
+    struct cn_outgoing *next;
+    DBusMessage *message;
+} cn_outgoing;
+
+typedef struct cn_watch_slot {
+    DBusWatch *watch;
+} cn_watch_slot;
+
+struct CNotify_center {
+    char *bus_spec;                 /* what the user asked for (NULL: default) */
+    cn_bus_kind kind;
+    char *address;                  /* resolved address */
+
+    /* Start-up: the first call that needs the bus connects in the caller's thread. */
+    pthread_mutex_t start_lock;
+    _Atomic int started;
+    pthread_t io_thread;
+    int wake_fd;                    /* eventfd: other threads wake the I/O thread */
+
+    /* State shared with the I/O thread. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    DBusConnection *conn;           /* owned by the I/O thread; NULL while disconnected */
+    int connected;
+    int stopping;
+    int rule_wanted, rule_installed;
+    cn_outgoing *out_head, *out_tail;
+    uint64_t queued_posts, written_posts;
+    uint64_t next_seq;
+
+    /* Watches and timeouts; only the I/O thread polls, libdbus may call us from any thread. */
+    pthread_mutex_t watch_lock;
+    DBusWatch **watches; size_t nwatches, capwatches;
+    DBusTimeout **timeouts; uint64_t *timeout_deadline; size_t ntimeouts, captimeouts;
+
+    /* Observer registry. */
+    pthread_mutex_t reg_lock;
+    pthread_cond_t reg_cond;
+    cn_map names;                   /* name -> cn_name_slot */
+    cn_map senders;                 /* sender unique name -> last sequence number (boxed) */
+    uint64_t next_id;
+    cn_entry *running;              /* the entry whose callback runs now, if any */
+
+    _Atomic uint64_t received, delivered, gaps, reconnects;
+};
+
+int cn_on_io_thread(CNotify_center *c);
+uint32_t cn_center_start(CNotify_center *c);            /* connect + spawn I/O thread */
+void cn_io_wake(CNotify_center *c);
+uint32_t cn_io_require_rule(CNotify_center *c);         /* install the match rule (blocking) */
+void cn_io_stop(CNotify_center *c);
+DBusConnection *cn_connect(CNotify_center *c);          /* open + register + rule */
+void cn_dispatch_post(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq);
+
+#endif

@@ -1,0 +1,421 @@
+/*
+ * The I/O thread of a center. It alone touches the center's DBusConnection after start-up:
+ * it polls the connection's DBusWatch/DBusTimeout objects (never the raw fd), writes posts other
+ * threads queued (they wake it through an eventfd), dispatches incoming signals to observers, and
+ * reconnects with backoff when the bus goes away. Only one thread doing I/O means no libdbus
+ * io-path contention and no watch freed under another thread's feet.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+#include "internal.h"
+
+#define BACKOFF_FIRST_MS 10
+#define BACKOFF_MAX_MS 200 /* reconnect well within a second of the bus coming back */
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int cn_on_io_thread(CNotify_center *c) {
+    return c->started && pthread_equal(pthread_self(), c->io_thread);
+}
+
+void cn_io_wake(CNotify_center *c) {
+    uint64_t one = 1;
+    ssize_t r = write(c->wake_fd, &one, sizeof one);
+    (void)r; /* EAGAIN means the counter is already non-zero: the thread will wake anyway */
+}
+
+/* ---- DBusWatch / DBusTimeout bookkeeping ---- */
+
+static dbus_bool_t add_watch(DBusWatch *w, void *data) {
+    CNotify_center *c = data;
+    pthread_mutex_lock(&c->watch_lock);
+    if (c->nwatches == c->capwatches) {
+        size_t cap = c->capwatches ? c->capwatches * 2 : 4;
+        DBusWatch **n = realloc(c->watches, cap * sizeof *n);
+        if (!n) { pthread_mutex_unlock(&c->watch_lock); return FALSE; }
+        c->watches = n; c->capwatches = cap;
+    }
+    c->watches[c->nwatches++] = w;
+    pthread_mutex_unlock(&c->watch_lock);
+    if (!cn_on_io_thread(c)) cn_io_wake(c);
+    return TRUE;
+}
+
+static void remove_watch(DBusWatch *w, void *data) {
+    CNotify_center *c = data;
+    pthread_mutex_lock(&c->watch_lock);
+    for (size_t i = 0; i < c->nwatches; i++)
+        if (c->watches[i] == w) { c->watches[i] = c->watches[--c->nwatches]; break; }
+    pthread_mutex_unlock(&c->watch_lock);
+}
+
+static void toggle_watch(DBusWatch *w, void *data) {
+    (void)w;
+    CNotify_center *c = data;
+    if (!cn_on_io_thread(c)) cn_io_wake(c);
+}
+
+static int watch_alive(CNotify_center *c, DBusWatch *w) {
+    int alive = 0;
+    pthread_mutex_lock(&c->watch_lock);
+    for (size_t i = 0; i < c->nwatches && !alive; i++) alive = c->watches[i] == w;
+    pthread_mutex_unlock(&c->watch_lock);
+    return alive;
+}
+
+static dbus_bool_t add_timeout(DBusTimeout *t, void *data) {
+    CNotify_center *c = data;
+    pthread_mutex_lock(&c->watch_lock);
+    if (c->ntimeouts == c->captimeouts) {
+        size_t cap = c->captimeouts ? c->captimeouts * 2 : 4;
+        DBusTimeout **n = realloc(c->timeouts, cap * sizeof *n);
+        uint64_t *d = realloc(c->timeout_deadline, cap * sizeof *d);
+        if (n) c->timeouts = n;
+        if (d) c->timeout_deadline = d;
+        if (!n || !d) { pthread_mutex_unlock(&c->watch_lock); return FALSE; }
+        c->captimeouts = cap;
+    }
+    c->timeouts[c->ntimeouts] = t;
+    c->timeout_deadline[c->ntimeouts] = now_ms() + (uint64_t)dbus_timeout_get_interval(t);
+    c->ntimeouts++;
+    pthread_mutex_unlock(&c->watch_lock);
+    if (!cn_on_io_thread(c)) cn_io_wake(c);
+    return TRUE;
+}
+
+static void remove_timeout(DBusTimeout *t, void *data) {
+    CNotify_center *c = data;
+    pthread_mutex_lock(&c->watch_lock);
+    for (size_t i = 0; i < c->ntimeouts; i++)
+        if (c->timeouts[i] == t) {
+            c->ntimeouts--;
+            c->timeouts[i] = c->timeouts[c->ntimeouts];
+            c->timeout_deadline[i] = c->timeout_deadline[c->ntimeouts];
+            break;
+        }
+    pthread_mutex_unlock(&c->watch_lock);
+}
+
+static void toggle_timeout(DBusTimeout *t, void *data) {
+    CNotify_center *c = data;
+    pthread_mutex_lock(&c->watch_lock);
+    for (size_t i = 0; i < c->ntimeouts; i++)
+        if (c->timeouts[i] == t) c->timeout_deadline[i] = now_ms() + (uint64_t)dbus_timeout_get_interval(t);
+    pthread_mutex_unlock(&c->watch_lock);
+    if (!cn_on_io_thread(c)) cn_io_wake(c);
+}
+
+static void wakeup_main(void *data) {
+    CNotify_center *c = data;
+    if (!cn_on_io_thread(c)) cn_io_wake(c);
+}
+
+/* ---- incoming messages ---- */
+
+static DBusHandlerResult filter(DBusConnection *conn, DBusMessage *msg, void *data) {
+    (void)conn;
+    CNotify_center *c = data;
+    if (dbus_message_get_type(msg) != DBUS_MESSAGE_TYPE_SIGNAL ||
+        !dbus_message_is_signal(msg, CN_INTERFACE, CN_MEMBER) || !dbus_message_has_path(msg, CN_PATH))
+        return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
+    DBusMessageIter it;
+    if (!dbus_message_iter_init(msg, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_STRING)
+        return DBUS_HANDLER_RESULT_HANDLED; /* not our shape: ignore, as the contract says */
+    const char *name = NULL;
+    dbus_message_iter_get_basic(&it, &name);
+    size_t len = strlen(name);
+    if (len == 0 || len > CNOTIFY_NAME_MAX) return DBUS_HANDLER_RESULT_HANDLED;
+    uint64_t seq = 0;
+    int has_seq = 0;
+    if (dbus_message_iter_next(&it) && dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_UINT64) {
+        dbus_uint64_t v;
+        dbus_message_iter_get_basic(&it, &v);
+        seq = v;
+        has_seq = 1;
+    }
+    cn_dispatch_post(c, name, dbus_message_get_sender(msg), has_seq, seq);
+    return DBUS_HANDLER_RESULT_HANDLED;
+}
+
+/* ---- connecting ---- */
+
+DBusConnection *cn_connect(CNotify_center *c) {
+    char *address = NULL;
+    uint32_t st;
+    if (c->kind == CN_BUS_EMBEDDED) {
+        st = cn_embedded_ensure(&address);
+        if (st != NOTIFY_STATUS_OK) return NULL;
+    } else {
+        address = strdup(c->address);
+        if (!address) return NULL;
+    }
+    DBusError err;
+    dbus_error_init(&err);
+    DBusConnection *conn = dbus_connection_open_private(address, &err);
+    if (!conn) {
+        cn_set_error("cannot reach the bus at %s: %s", address, err.message ? err.message : "unknown error");
+        goto fail;
+    }
+    dbus_connection_set_exit_on_disconnect(conn, FALSE);
+    if (!dbus_bus_register(conn, &err)) {
+        cn_set_error("the bus at %s refused us: %s", address, err.message ? err.message : "unknown error");
+        goto fail_close;
+    }
+    pthread_mutex_lock(&c->lock);
+    int want_rule = c->rule_wanted;
+    pthread_mutex_unlock(&c->lock);
+    if (want_rule) {
+        dbus_bus_add_match(conn, CN_MATCH_RULE, &err);
+        if (dbus_error_is_set(&err)) {
+            cn_set_error("the bus at %s refused our match rule: %s", address, err.message);
+            goto fail_close;
+        }
+    }
+    if (!dbus_connection_add_filter(conn, filter, c, NULL) ||
+        !dbus_connection_set_watch_functions(conn, add_watch, remove_watch, toggle_watch, c, NULL) ||
+        !dbus_connection_set_timeout_functions(conn, add_timeout, remove_timeout, toggle_timeout, c, NULL)) {
+        cn_set_error("out of memory while setting up the bus connection");
+        goto fail_close;
+    }
+    dbus_connection_set_wakeup_main_function(conn, wakeup_main, c, NULL);
+    pthread_mutex_lock(&c->lock);
+    if (c->kind == CN_BUS_EMBEDDED || !c->address) { free(c->address); c->address = address; address = NULL; }
+    c->rule_installed = want_rule;
+    pthread_mutex_unlock(&c->lock);
+    free(address);
+    return conn;
+
+fail_close:
+    dbus_connection_close(conn);
+    dbus_connection_unref(conn);
+fail:
+    dbus_error_free(&err);
+    free(address);
+    return NULL;
+}
+
+static void drop_connection(CNotify_center *c) {
+    pthread_mutex_lock(&c->lock);
+    DBusConnection *conn = c->conn;
+    c->conn = NULL;
+    c->connected = 0;
+    c->rule_installed = 0;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    if (conn) {
+        dbus_connection_close(conn); /* close before the last unref: a private connection */
+        dbus_connection_unref(conn);
+    }
+}
+
+static void wait_wake(CNotify_center *c, int timeout_ms) {
+    struct pollfd p = { .fd = c->wake_fd, .events = POLLIN };
+    if (poll(&p, 1, timeout_ms) > 0) {
+        uint64_t v;
+        ssize_t r = read(c->wake_fd, &v, sizeof v);
+        (void)r;
+    }
+}
+
+/* Writes the posts other threads queued, then installs the match rule if someone waits for it. */
+static void run_requests(CNotify_center *c, DBusConnection *conn) {
+    pthread_mutex_lock(&c->lock);
+    cn_outgoing *list = c->out_head;
+    c->out_head = c->out_tail = NULL;
+    int need_rule = c->rule_wanted && !c->rule_installed;
+    pthread_mutex_unlock(&c->lock);
+    uint64_t n = 0;
+    while (list) {
+        cn_outgoing *next = list->next;
+        dbus_connection_send(conn, list->message, NULL);
+        dbus_message_unref(list->message);
+        free(list);
+        list = next;
+        n++;
+    }
+    if (n) {
+        dbus_connection_flush(conn);
+        pthread_mutex_lock(&c->lock);
+        c->written_posts += n;
+        pthread_cond_broadcast(&c->cond);
+        pthread_mutex_unlock(&c->lock);
+    }
+    if (need_rule) {
+        DBusError err;
+        dbus_error_init(&err);
+        dbus_bus_add_match(conn, CN_MATCH_RULE, &err);
+        pthread_mutex_lock(&c->lock);
+        if (!dbus_error_is_set(&err)) c->rule_installed = 1;
+        pthread_cond_broadcast(&c->cond);
+        pthread_mutex_unlock(&c->lock);
+        dbus_error_free(&err);
+    }
+}
+
+static void poll_once(CNotify_center *c) {
+    enum { MAXW = 16 };
+    struct pollfd fds[MAXW + 1];
+    DBusWatch *ws[MAXW + 1];
+    nfds_t n = 1;
+    fds[0] = (struct pollfd){ .fd = c->wake_fd, .events = POLLIN };
+    int timeout = -1;
+    uint64_t now = now_ms();
+    pthread_mutex_lock(&c->watch_lock);
+    for (size_t i = 0; i < c->nwatches && n <= MAXW; i++) {
+        DBusWatch *w = c->watches[i];
+        if (!dbus_watch_get_enabled(w)) continue;
+        unsigned flags = dbus_watch_get_flags(w);
+        short ev = 0;
+        if (flags & DBUS_WATCH_READABLE) ev |= POLLIN;
+        if (flags & DBUS_WATCH_WRITABLE) ev |= POLLOUT;
+        fds[n] = (struct pollfd){ .fd = dbus_watch_get_unix_fd(w), .events = ev };
+        ws[n++] = w;
+    }
+    for (size_t i = 0; i < c->ntimeouts; i++) {
+        if (!dbus_timeout_get_enabled(c->timeouts[i])) continue;
+        int left = c->timeout_deadline[i] > now ? (int)(c->timeout_deadline[i] - now) : 0;
+        if (timeout < 0 || left < timeout) timeout = left;
+    }
+    pthread_mutex_unlock(&c->watch_lock);
+
+    int r = poll(fds, n, timeout);
+    if (r < 0 && errno != EINTR) return;
+    if (fds[0].revents & POLLIN) {
+        uint64_t v;
+        ssize_t rr = read(c->wake_fd, &v, sizeof v);
+        (void)rr;
+    }
+    for (nfds_t i = 1; i < n; i++) {
+        if (!fds[i].revents) continue;
+        unsigned flags = 0;
+        if (fds[i].revents & POLLIN) flags |= DBUS_WATCH_READABLE;
+        if (fds[i].revents & POLLOUT) flags |= DBUS_WATCH_WRITABLE;
+        if (fds[i].revents & POLLERR) flags |= DBUS_WATCH_ERROR;
+        if (fds[i].revents & POLLHUP) flags |= DBUS_WATCH_HANGUP;
+        /* Handling one watch may free another (disconnection): check it is still registered. */
+        if (watch_alive(c, ws[i])) dbus_watch_handle(ws[i], flags);
+    }
+    now = now_ms();
+    for (;;) {
+        DBusTimeout *due = NULL;
+        pthread_mutex_lock(&c->watch_lock);
+        for (size_t i = 0; i < c->ntimeouts && !due; i++)
+            if (dbus_timeout_get_enabled(c->timeouts[i]) && c->timeout_deadline[i] <= now) {
+                due = c->timeouts[i];
+                c->timeout_deadline[i] = now + (uint64_t)dbus_timeout_get_interval(due);
+            }
+        pthread_mutex_unlock(&c->watch_lock);
+        if (!due) break;
+        dbus_timeout_handle(due);
+    }
+}
+
+static void *io_main(void *arg) {
+    CNotify_center *c = arg;
+    int backoff = BACKOFF_FIRST_MS;
+    for (;;) {
+        pthread_mutex_lock(&c->lock);
+        int stopping = c->stopping;
+        DBusConnection *conn = c->conn;
+        pthread_mutex_unlock(&c->lock);
+        if (stopping) break;
+        if (!conn) {
+            conn = cn_connect(c);
+            if (!conn) {
+                wait_wake(c, backoff);
+                backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+                continue;
+            }
+            backoff = BACKOFF_FIRST_MS;
+            atomic_fetch_add(&c->reconnects, 1);
+            pthread_mutex_lock(&c->lock);
+            c->conn = conn;
+            c->connected = 1;
+            pthread_cond_broadcast(&c->cond);
+            pthread_mutex_unlock(&c->lock);
+        }
+        run_requests(c, conn);
+        while (dbus_connection_dispatch(conn) == DBUS_DISPATCH_DATA_REMAINS) {}
+        if (!dbus_connection_get_is_connected(conn)) {
+            drop_connection(c);
+            continue;
+        }
+        poll_once(c);
+    }
+    drop_connection(c);
+    return NULL;
+}
+
+uint32_t cn_center_start(CNotify_center *c) {
+    if (atomic_load_explicit(&c->started, memory_order_acquire)) return NOTIFY_STATUS_OK;
+    pthread_mutex_lock(&c->start_lock);
+    uint32_t st = NOTIFY_STATUS_OK;
+    if (!c->started) {
+        if (!c->address && c->kind != CN_BUS_EMBEDDED) st = cn_resolve_bus(c->bus_spec, &c->kind, &c->address);
+        DBusConnection *conn = st == NOTIFY_STATUS_OK ? cn_connect(c) : NULL;
+        if (!conn && st == NOTIFY_STATUS_OK) st = NOTIFY_STATUS_SERVER_NOT_FOUND;
+        if (conn) {
+            c->conn = conn;
+            c->connected = 1;
+            if (pthread_create(&c->io_thread, NULL, io_main, c) != 0) {
+                cn_set_error("cannot start the notification I/O thread");
+                dbus_connection_close(conn);
+                dbus_connection_unref(conn);
+                c->conn = NULL;
+                c->connected = 0;
+                st = NOTIFY_STATUS_FAILED;
+            } else {
+                atomic_store_explicit(&c->started, 1, memory_order_release);
+            }
+        }
+    }
+    pthread_mutex_unlock(&c->start_lock);
+    return st;
+}
+
+uint32_t cn_io_require_rule(CNotify_center *c) {
+    pthread_mutex_lock(&c->lock);
+    c->rule_wanted = 1;
+    if (c->rule_installed || !c->connected) {
+        /* installed, or it will be when the I/O thread reconnects */
+        pthread_mutex_unlock(&c->lock);
+        return NOTIFY_STATUS_OK;
+    }
+    if (cn_on_io_thread(c)) {
+        pthread_mutex_unlock(&c->lock);
+        run_requests(c, c->conn);
+        return NOTIFY_STATUS_OK;
+    }
+    cn_io_wake(c);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 30;
+    while (!c->rule_installed && c->connected)
+        if (pthread_cond_timedwait(&c->cond, &c->lock, &deadline) == ETIMEDOUT) break;
+    int ok = c->rule_installed || !c->connected;
+    pthread_mutex_unlock(&c->lock);
+    if (!ok) {
+        cn_set_error("the bus did not accept our match rule within 30 s");
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    return NOTIFY_STATUS_OK;
+}
+
+void cn_io_stop(CNotify_center *c) {
+    if (!c->started) return;
+    pthread_mutex_lock(&c->lock);
+    c->stopping = 1;
+    pthread_mutex_unlock(&c->lock);
+    cn_io_wake(c);
+    if (!cn_on_io_thread(c)) pthread_join(c->io_thread, NULL);
+    else pthread_detach(c->io_thread);
+}

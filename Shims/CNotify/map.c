@@ -1,0 +1,84 @@
+/* A small chained hash map with string keys: names observed by a center (10k+ must stay O(1)). */
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+uint64_t cn_hash(const char *s) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ULL; }
+    return h;
+}
+
+static cn_map_node **find(cn_map *m, const char *key, uint64_t h) {
+    if (m->nbuckets == 0) return NULL;
+    cn_map_node **p = &m->buckets[h & (m->nbuckets - 1)];
+    for (; *p; p = &(*p)->next)
+        if ((*p)->hash == h && strcmp((*p)->key, key) == 0) return p;
+    return p;
+}
+
+void *cn_map_get(cn_map *m, const char *key) {
+    cn_map_node **p = find(m, key, cn_hash(key));
+    return (p && *p) ? (*p)->value : NULL;
+}
+
+static int grow(cn_map *m) {
+    size_t n = m->nbuckets ? m->nbuckets * 2 : 16;
+    cn_map_node **b = calloc(n, sizeof *b);
+    if (!b) return -1;
+    for (size_t i = 0; i < m->nbuckets; i++) {
+        cn_map_node *node = m->buckets[i];
+        while (node) {
+            cn_map_node *next = node->next;
+            node->next = b[node->hash & (n - 1)];
+            b[node->hash & (n - 1)] = node;
+            node = next;
+        }
+    }
+    free(m->buckets);
+    m->buckets = b;
+    m->nbuckets = n;
+    return 0;
+}
+
+int cn_map_put(cn_map *m, const char *key, void *value) {
+    if (m->count + 1 > m->nbuckets && grow(m) != 0) return -1;
+    uint64_t h = cn_hash(key);
+    cn_map_node **p = find(m, key, h);
+    if (*p) { (*p)->value = value; return 0; }
+    cn_map_node *node = malloc(sizeof *node);
+    char *k = strdup(key);
+    if (!node || !k) { free(node); free(k); return -1; }
+    node->next = NULL; node->hash = h; node->key = k; node->value = value;
+    *p = node;
+    m->count++;
+    return 0;
+}
+
+void *cn_map_remove(cn_map *m, const char *key) {
+    cn_map_node **p = find(m, key, cn_hash(key));
+    if (!p || !*p) return NULL;
+    cn_map_node *node = *p;
+    void *value = node->value;
+    *p = node->next;
+    free(node->key);
+    free(node);
+    m->count--;
+    return value;
+}
+
+void cn_map_clear(cn_map *m, void (*free_value)(void *)) {
+    for (size_t i = 0; i < m->nbuckets; i++) {
+        cn_map_node *node = m->buckets[i];
+        while (node) {
+            cn_map_node *next = node->next;
+            if (free_value) free_value(node->value);
+            free(node->key);
+            free(node);
+            node = next;
+        }
+    }
+    free(m->buckets);
+    m->buckets = NULL;
+    m->nbuckets = m->count = 0;
+}

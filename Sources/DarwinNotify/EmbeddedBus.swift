@@ -1,0 +1,36 @@
+import CNotify
+
+/// The embedded bus: a per-user dbus-daemon that DarwinNotify starts on first use.
+public enum EmbeddedBus {
+    public struct Status: Sendable, Equatable {
+        public let running: Bool
+        public let address: String
+        public let directory: String
+    }
+
+    /// Reports whether it runs, its address and its runtime directory (`CNotify_embedded_bus_status`).
+    public static func status() throws -> Status {
+        var running: Int32 = 0
+        var address = [CChar](repeating: 0, count: 4200)
+        var directory = [CChar](repeating: 0, count: 4200)
+        try NotifyError.check(CNotify_embedded_bus_status(&running, &address, address.count, &directory, directory.count))
+        return Status(running: running != 0, address: decode(address), directory: decode(directory))
+    }
+
+    /// Starts it unless it runs; returns its address (`CNotify_embedded_bus_start`).
+    @discardableResult
+    public static func start() throws -> String {
+        var address = [CChar](repeating: 0, count: 4200)
+        try NotifyError.check(CNotify_embedded_bus_start(&address, address.count))
+        return decode(address)
+    }
+
+    /// Stops it (`CNotify_embedded_bus_stop`); throws `.serverNotFound` if it was not running.
+    public static func stop() throws {
+        try NotifyError.check(CNotify_embedded_bus_stop())
+    }
+
+    private static func decode(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -1,0 +1,107 @@
+import CNotify
+import Dispatch
+
+/// A Darwin-style notification center: name-only notifications shared by every process on a bus.
+///
+/// `NotifyCenter.default` uses the process-wide C center (`CNotify_center_get_darwin_notify_center`),
+/// the same one `notify_post(3)` uses. Its bus is `DARWIN_NOTIFY_BUS` if set, else the embedded bus.
+public final class NotifyCenter: @unchecked Sendable {
+    // @unchecked Sendable: the only state is the C center handle, and the C center is thread-safe
+    // (its own locks; one I/O thread owns the connection). The handle never changes after init.
+    let handle: OpaquePointer
+    private let ownsHandle: Bool
+
+    /// The process-wide center on the default bus.
+    public static let `default` = NotifyCenter(handle: CNotify_center_get_darwin_notify_center(), owns: false)
+
+    private init(handle: OpaquePointer, owns: Bool) {
+        self.handle = handle
+        self.ownsHandle = owns
+    }
+
+    /// A center on an explicit bus: a D-Bus address (`unix:path=…`), or `session`, `system`,
+    /// `embedded`. Wraps `CNotify_center_create`. The bus is reached on first use.
+    /// - Throws: `NotifyError` with `.serverNotFound` for a malformed address.
+    public convenience init(bus: String) throws {
+        var status: UInt32 = 0
+        guard let handle = CNotify_center_create(bus, &status) else {
+            try NotifyError.check(status == 0 ? NotifyError.Code.failed.rawValue : status)
+            throw NotifyError(code: .failed, message: "cannot create a center")
+        }
+        self.init(handle: handle, owns: true)
+    }
+
+    deinit {
+        if ownsHandle { CNotify_center_destroy(handle) }
+    }
+
+    /// The address of the bus in use ("" before first use).
+    public var busAddress: String { String(cString: CNotify_center_bus_address(handle)) }
+
+    /// Posts `name` to every observer on the bus, this process included (`CNotify_center_post`).
+    public func post(_ name: String) throws {
+        try NotifyError.check(CNotify_center_post(handle, name))
+    }
+
+    /// Waits until every post made so far is written to the bus (`CNotify_center_flush`).
+    public func flush(timeoutMilliseconds: Int32 = 5000) throws {
+        try NotifyError.check(CNotify_center_flush(handle, timeoutMilliseconds))
+    }
+
+    /// Calls `handler` on `queue` for each post of `name`, until the returned observation is
+    /// cancelled or released. Posts are delivered in the order each poster posted them.
+    /// Once `cancel()` returns no new invocation starts; one already running on `queue` finishes.
+    public func observe(
+        _ name: String,
+        queue: DispatchQueue = .global(),
+        handler: @escaping @Sendable (String) -> Void
+    ) throws -> NotificationObservation {
+        let state = ObservationState()
+        let serial = DispatchQueue(label: "DarwinNotify.observe", target: queue)
+        return try register(name, state: state) { name in
+            serial.async {
+                if !state.isCancelled { handler(name) }
+            }
+        }
+    }
+
+    /// The posts of `name` as an async sequence. Ending the iteration cancels the observation.
+    public func notifications(named name: String) throws -> Notifications {
+        let (stream, continuation) = AsyncStream.makeStream(of: DarwinNotification.self)
+        let observation = try register(name, state: ObservationState()) { name in
+            continuation.yield(DarwinNotification(name: name))
+        }
+        continuation.onTermination = { _ in observation.cancel() }
+        return Notifications(stream: stream, observation: observation)
+    }
+
+    /// Registers a C handler whose context is a retained `HandlerBox`, released by the C core
+    /// (`CNotify_release`) once no invocation can still be running.
+    func register(
+        _ name: String,
+        state: ObservationState,
+        deliver: @escaping @Sendable (String) -> Void
+    ) throws -> NotificationObservation {
+        let box = Unmanaged.passRetained(HandlerBox(state: state, deliver: deliver))
+        var id: UInt64 = 0
+        let status = CNotify_center_add_handler(handle, name, { context, name in
+            guard let context, let name else { return }
+            let box = Unmanaged<HandlerBox>.fromOpaque(context).takeUnretainedValue()
+            if !box.state.isCancelled { box.deliver(String(cString: name)) }
+        }, box.toOpaque(), { context in
+            guard let context else { return }
+            Unmanaged<HandlerBox>.fromOpaque(context).release()
+        }, &id)
+        if status != 0 {
+            // A failed registration leaves the context with us (the C core's contract).
+            box.release()
+            try NotifyError.check(status)
+        }
+        return NotificationObservation(center: self, id: id, state: state)
+    }
+}
+
+/// A delivered notification.
+public struct DarwinNotification: Sendable, Hashable {
+    public let name: String
+}

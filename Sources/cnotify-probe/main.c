@@ -1,0 +1,227 @@
+/*
+ * cnotify-probe: a plain C client of CNotify, run as a child process by the integration tests
+ * and by notify-bench. It speaks on stdout, one line per event, and prints "ready" once its
+ * registrations are in place (the tests' readiness handshake). Bus: DARWIN_NOTIFY_BUS.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <darwin_notify.h>
+#include <notify.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static long delivered, target = -1;
+
+static void say(const char *fmt, const char *arg) {
+    pthread_mutex_lock(&lock);
+    printf(fmt, arg);
+    fflush(stdout);
+    pthread_mutex_unlock(&lock);
+}
+
+static int fail(const char *what, uint32_t st) {
+    fprintf(stderr, "cnotify-probe: %s: %s (%u): %s\n", what, CNotify_status_string(st), st, CNotify_last_error());
+    return 1;
+}
+
+/* Waits until `delivered` reaches `target`, or fails loudly after `secs`. */
+static int wait_target(int secs) {
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += secs;
+    pthread_mutex_lock(&lock);
+    while (delivered < target)
+        if (pthread_cond_timedwait(&cond, &lock, &dl) == ETIMEDOUT) break;
+    int ok = delivered >= target;
+    long got = delivered;
+    pthread_mutex_unlock(&lock);
+    if (!ok) fprintf(stderr, "cnotify-probe: timed out after %d s with %ld of %ld notifications\n", secs, got, target);
+    return ok ? 0 : 2;
+}
+
+static void count_one(void) {
+    pthread_mutex_lock(&lock);
+    delivered++;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+}
+
+static void print_cb(CNotify_center *c, void *observer, const char *name, const void *o, const void *u) {
+    (void)c; (void)observer; (void)o; (void)u;
+    say("%s\n", name);
+    count_one();
+}
+
+/* observe COUNT NAME...: a CF-style observer per name; exits after COUNT deliveries. */
+static int cmd_observe(int argc, char **argv) {
+    if (argc < 2) return fail("usage: observe COUNT NAME...", NOTIFY_STATUS_INVALID_REQUEST);
+    target = atol(argv[0]);
+    CNotify_center *c = CNotify_center_get_darwin_notify_center();
+    for (int i = 1; i < argc; i++) {
+        uint32_t st = CNotify_center_add_observer(c, &target, print_cb, argv[i]);
+        if (st != NOTIFY_STATUS_OK) return fail("add_observer", st);
+    }
+    say("%s\n", "ready");
+    return wait_target(60);
+}
+
+/* post NAME COUNT: posts NAME COUNT times, in order. */
+static int cmd_post(int argc, char **argv) {
+    if (argc < 2) return fail("usage: post NAME COUNT", NOTIFY_STATUS_INVALID_REQUEST);
+    long n = atol(argv[1]);
+    for (long i = 0; i < n; i++) {
+        uint32_t st = notify_post(argv[0]);
+        if (st != NOTIFY_STATUS_OK) return fail("notify_post", st);
+    }
+    uint32_t st = CNotify_center_flush(CNotify_center_get_darwin_notify_center(), 10000);
+    return st == NOTIFY_STATUS_OK ? 0 : fail("flush", st);
+}
+
+/* reentrant NAME: the handler posts NAME again until its counter reaches 10. */
+static int depth, counter;
+static void reentrant_cb(CNotify_center *c, void *observer, const char *name, const void *o, const void *u) {
+    (void)observer; (void)o; (void)u;
+    depth++;
+    counter++;
+    printf("%d depth=%d\n", counter, depth);
+    fflush(stdout);
+    if (counter < 10) CNotify_center_post(c, name);
+    depth--;
+    count_one();
+}
+
+static int cmd_reentrant(int argc, char **argv) {
+    if (argc < 1) return fail("usage: reentrant NAME", NOTIFY_STATUS_INVALID_REQUEST);
+    CNotify_center *c = CNotify_center_get_darwin_notify_center();
+    uint32_t st = CNotify_center_add_observer(c, &depth, reentrant_cb, argv[0]);
+    if (st != NOTIFY_STATUS_OK) return fail("add_observer", st);
+    target = 10;
+    st = CNotify_center_post(c, argv[0]);
+    if (st != NOTIFY_STATUS_OK) return fail("post", st);
+    return wait_target(60);
+}
+
+/* remove-in-callback NAME: an observer removes itself in its first callback; NAME is then
+ * posted twice more, followed by NAME.done, seen by a second observer. Prints the count. */
+static int removed_calls;
+static void self_removing_cb(CNotify_center *c, void *observer, const char *name, const void *o, const void *u) {
+    (void)o; (void)u;
+    removed_calls++;
+    uint32_t st = CNotify_center_remove_observer(c, observer, name);
+    printf("removed status=%u\n", st);
+    fflush(stdout);
+}
+
+static int cmd_remove_in_callback(int argc, char **argv) {
+    if (argc < 1) return fail("usage: remove-in-callback NAME", NOTIFY_STATUS_INVALID_REQUEST);
+    CNotify_center *c = CNotify_center_get_darwin_notify_center();
+    char done[600];
+    snprintf(done, sizeof done, "%s.done", argv[0]);
+    uint32_t st = CNotify_center_add_observer(c, &removed_calls, self_removing_cb, argv[0]);
+    if (st == NOTIFY_STATUS_OK) st = CNotify_center_add_observer(c, &target, print_cb, done);
+    if (st != NOTIFY_STATUS_OK) return fail("add_observer", st);
+    target = 1;
+    for (int i = 0; i < 3 && st == NOTIFY_STATUS_OK; i++) st = CNotify_center_post(c, argv[0]);
+    if (st == NOTIFY_STATUS_OK) st = CNotify_center_post(c, done);
+    if (st != NOTIFY_STATUS_OK) return fail("post", st);
+    int rc = wait_target(60);
+    printf("calls=%d\n", removed_calls);
+    return rc;
+}
+
+/* fd NAME COUNT: a file-descriptor registration; prints each token read, in host order. */
+static int cmd_fd(int argc, char **argv) {
+    if (argc < 2) return fail("usage: fd NAME COUNT", NOTIFY_STATUS_INVALID_REQUEST);
+    int fd = -1, token = -1;
+    uint32_t st = notify_register_file_descriptor(argv[0], &fd, 0, &token);
+    if (st != NOTIFY_STATUS_OK) return fail("notify_register_file_descriptor", st);
+    printf("ready token=%d\n", token);
+    fflush(stdout);
+    for (long n = atol(argv[1]); n > 0; n--) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 60000) <= 0) return fail("timed out waiting on the descriptor", NOTIFY_STATUS_FAILED);
+        uint32_t be;
+        if (read(fd, &be, sizeof be) != (ssize_t)sizeof be) return fail("short read", NOTIFY_STATUS_FAILED);
+        printf("token=%u\n", ntohl(be));
+        fflush(stdout);
+    }
+    st = notify_cancel(token);
+    return st == NOTIFY_STATUS_OK ? 0 : fail("notify_cancel", st);
+}
+
+/* ---- benchmark roles: ping-pong through the bus, each leg is post -> callback ---- */
+
+static const char *pong_name;
+static void echo_cb(CNotify_center *c, void *observer, const char *name, const void *o, const void *u) {
+    (void)observer; (void)name; (void)o; (void)u;
+    CNotify_center_post(c, pong_name);
+}
+
+static int cmd_bench_echo(int argc, char **argv) {
+    if (argc < 2) return fail("usage: bench-echo PING PONG", NOTIFY_STATUS_INVALID_REQUEST);
+    pong_name = argv[1];
+    uint32_t st = CNotify_center_add_observer(CNotify_center_get_darwin_notify_center(), NULL, echo_cb, argv[0]);
+    if (st != NOTIFY_STATUS_OK) return fail("add_observer", st);
+    say("%s\n", "ready");
+    char buf[16];
+    while (fgets(buf, sizeof buf, stdin)) {} /* until the benchmark closes our stdin */
+    return 0;
+}
+
+static void pong_cb(CNotify_center *c, void *observer, const char *name, const void *o, const void *u) {
+    (void)c; (void)observer; (void)name; (void)o; (void)u;
+    count_one();
+}
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* bench-ping PING PONG N: prints N round-trip times in ns, one per line. */
+static int cmd_bench_ping(int argc, char **argv) {
+    if (argc < 3) return fail("usage: bench-ping PING PONG N", NOTIFY_STATUS_INVALID_REQUEST);
+    CNotify_center *c = CNotify_center_get_darwin_notify_center();
+    uint32_t st = CNotify_center_add_observer(c, NULL, pong_cb, argv[1]);
+    if (st != NOTIFY_STATUS_OK) return fail("add_observer", st);
+    long n = atol(argv[2]);
+    uint64_t *rtt = calloc((size_t)n, sizeof *rtt);
+    for (long i = 0; i < n; i++) {
+        target = delivered + 1;
+        uint64_t t0 = now_ns();
+        st = CNotify_center_post(c, argv[0]);
+        if (st != NOTIFY_STATUS_OK) return fail("post", st);
+        if (wait_target(30) != 0) return 2;
+        rtt[i] = now_ns() - t0;
+    }
+    for (long i = 0; i < n; i++) printf("%llu\n", (unsigned long long)rtt[i]);
+    free(rtt);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: cnotify-probe observe|post|reentrant|remove-in-callback|fd|bench-echo|bench-ping ...\n");
+        return 64;
+    }
+    const char *cmd = argv[1];
+    argc -= 2;
+    argv += 2;
+    if (!strcmp(cmd, "observe")) return cmd_observe(argc, argv);
+    if (!strcmp(cmd, "post")) return cmd_post(argc, argv);
+    if (!strcmp(cmd, "reentrant")) return cmd_reentrant(argc, argv);
+    if (!strcmp(cmd, "remove-in-callback")) return cmd_remove_in_callback(argc, argv);
+    if (!strcmp(cmd, "fd")) return cmd_fd(argc, argv);
+    if (!strcmp(cmd, "bench-echo")) return cmd_bench_echo(argc, argv);
+    if (!strcmp(cmd, "bench-ping")) return cmd_bench_ping(argc, argv);
+    fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
+    return 64;
+}

@@ -1,0 +1,88 @@
+/*
+ * dbus-floor: the raw-libdbus floor for notify-bench. The same signal shape as DarwinNotify
+ * (path /org/darwinnotify, interface org.darwinnotify.Notify, member Post, body (s name, t seq),
+ * one match rule on the interface) and no wrapper at all: one thread, blocking dispatch.
+ * Usage: dbus-floor echo PING PONG | dbus-floor ping PING PONG N   (bus: DARWIN_NOTIFY_BUS address)
+ */
+#include <dbus/dbus.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static DBusConnection *conn;
+static const char *want, *reply;
+static int seen;
+static dbus_uint64_t seq;
+
+static void post(const char *name) {
+    DBusMessage *m = dbus_message_new_signal("/org/darwinnotify", "org.darwinnotify.Notify", "Post");
+    seq++;
+    dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID);
+    dbus_connection_send(conn, m, NULL);
+    dbus_message_unref(m);
+    dbus_connection_flush(conn);
+}
+
+static DBusHandlerResult filter(DBusConnection *c, DBusMessage *msg, void *data) {
+    (void)c; (void)data;
+    const char *name = NULL;
+    if (!dbus_message_is_signal(msg, "org.darwinnotify.Notify", "Post")) return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
+    DBusMessageIter it;
+    if (!dbus_message_iter_init(msg, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_STRING)
+        return DBUS_HANDLER_RESULT_HANDLED;
+    dbus_message_iter_get_basic(&it, &name);
+    if (strcmp(name, want) == 0) {
+        seen++;
+        if (reply) post(reply);
+    }
+    return DBUS_HANDLER_RESULT_HANDLED;
+}
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+    const char *address = getenv("DARWIN_NOTIFY_BUS");
+    if (argc < 4 || !address) {
+        fprintf(stderr, "usage: DARWIN_NOTIFY_BUS=ADDRESS dbus-floor echo PING PONG | ping PING PONG N\n");
+        return 64;
+    }
+    DBusError err;
+    dbus_error_init(&err);
+    conn = dbus_connection_open_private(address, &err);
+    if (!conn || !dbus_bus_register(conn, &err)) {
+        fprintf(stderr, "dbus-floor: %s\n", err.message ? err.message : "cannot connect");
+        return 1;
+    }
+    dbus_connection_set_exit_on_disconnect(conn, FALSE);
+    dbus_bus_add_match(conn, "type='signal',path='/org/darwinnotify',interface='org.darwinnotify.Notify',member='Post'", &err);
+    dbus_connection_add_filter(conn, filter, NULL, NULL);
+    int echo = strcmp(argv[1], "echo") == 0;
+    if (echo) {
+        want = argv[2];
+        reply = argv[3];
+        printf("ready\n");
+        fflush(stdout);
+        while (dbus_connection_read_write_dispatch(conn, -1)) {}
+    } else {
+        want = argv[3];
+        long n = argc > 4 ? atol(argv[4]) : 1000;
+        uint64_t *rtt = calloc((size_t)n, sizeof *rtt);
+        for (long i = 0; i < n; i++) {
+            int before = seen;
+            uint64_t t0 = now_ns();
+            post(argv[2]);
+            while (seen == before && dbus_connection_read_write_dispatch(conn, -1)) {}
+            rtt[i] = now_ns() - t0;
+        }
+        for (long i = 0; i < n; i++) printf("%llu\n", (unsigned long long)rtt[i]);
+    }
+    dbus_connection_close(conn);
+    dbus_connection_unref(conn);
+    return 0;
+}
