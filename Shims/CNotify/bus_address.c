@@ -192,7 +192,12 @@ static uint32_t spawn_daemon(const char *dir, const char *sock) {
         free(daemon);
         return NOTIFY_STATUS_SERVER_NOT_FOUND;
     }
-    unlink(sock); /* a stale socket of a dead daemon */
+    /* We hold the lock and the socket does not answer: a socket and pid file left here belong
+     * to a dead daemon (dbus-daemon refuses to start while its pid file exists). */
+    unlink(sock);
+    char pidfile[PATH_MAX + 16];
+    snprintf(pidfile, sizeof pidfile, "%s/bus.pid", dir);
+    unlink(pidfile);
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0) { free(daemon); return NOTIFY_STATUS_FAILED; }
     char conf_arg[PATH_MAX + 32], fd_arg[32];
@@ -203,6 +208,12 @@ static uint32_t spawn_daemon(const char *dir, const char *sock) {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, pipefd[1], 3);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    /* The daemon outlives us: hand it none of our descriptors (a pipe whose reader waits for end
+     * of file, a lock, a socket). dbus-daemon --fork keeps whatever it inherits. */
+    posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+    /* Never hand the daemon our stdout/stderr: a pipe reader would wait for it forever. */
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     sigset_t none; sigemptyset(&none);

@@ -105,3 +105,8 @@ public final class NotifyCenter: @unchecked Sendable {
 public struct DarwinNotification: Sendable, Hashable {
     public let name: String
 }
+
+extension NotifyCenter {
+    /// The C center (`CNotify_center *`), for code that mixes this API with `CNotify_*` calls.
+    public var cCenter: OpaquePointer { handle }
+}

@@ -1,0 +1,132 @@
+import Foundation
+import Synchronization
+
+/// A child process whose stdout and stderr are read as they arrive (never left to fill a pipe),
+/// so a test can wait for a line — the readiness handshake — before acting.
+final class ChildProcess: Sendable {
+    private struct Output { var out = "", err = "", eofs = 0 }
+    /// A class around the lock, so the pipe readers can capture it.
+    private final class Buffer: Sendable {
+        let state = Mutex(Output())
+        func withLock<R>(_ body: (inout Output) -> R) -> R { state.withLock { body(&$0) } }
+    }
+    private let process: Process
+    private let output = Buffer()
+    private let arrived = DispatchSemaphore(value: 0)
+    private let stdinPipe: Pipe?
+    let command: String
+
+    /// Starts `executable`: a path, or the name of a product built next to the test binary.
+    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+         replaceEnvironment: Bool = false, stdin: Bool = false) throws {
+        let process = Process()
+        let path = executable.hasPrefix("/") ? executable : ChildProcess.productsDirectory + "/" + executable
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        var env = replaceEnvironment ? [:] : ProcessInfo.processInfo.environment
+        env.merge(environment) { $1 }
+        process.environment = env
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        stdinPipe = stdin ? Pipe() : nil
+        process.standardInput = stdinPipe ?? FileHandle.nullDevice
+        self.process = process
+        self.command = ([executable] + arguments).joined(separator: " ")
+        for (pipe, isOut) in [(out, true), (err, false)] {
+            // A blocking reader thread per pipe: Foundation's readabilityHandler can miss the end
+            // of file when the last bytes and the hang-up arrive together.
+            let handle = pipe.fileHandleForReading
+            let reader = Thread { [output, arrived] in
+                while true {
+                    let data = handle.availableData
+                    output.withLock {
+                        if data.isEmpty { $0.eofs += 1 }
+                        else if isOut { $0.out += String(decoding: data, as: UTF8.self) }
+                        else { $0.err += String(decoding: data, as: UTF8.self) }
+                    }
+                    arrived.signal()
+                    if data.isEmpty { break }
+                }
+                try? handle.close()
+            }
+            reader.start()
+        }
+        process.terminationHandler = { [arrived] _ in arrived.signal() }
+        try process.run()
+    }
+
+    /// The directory holding the package's built executables (the test binary's own).
+    static let productsDirectory: String = {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        return URL(fileURLWithPath: exe).deletingLastPathComponent().path
+    }()
+
+    var stdout: String { output.withLock { $0.out } }
+    var stderr: String { output.withLock { $0.err } }
+    var lines: [String] { stdout.split(separator: "\n").map(String.init) }
+    var isRunning: Bool { process.isRunning }
+    var processIdentifier: Int32 { process.processIdentifier }
+
+    /// Waits until stdout holds a line satisfying `predicate`; fails loudly after `timeout`.
+    @discardableResult
+    func waitForLine(timeout: TimeInterval = 20, _ predicate: (String) -> Bool) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let line = lines.first(where: predicate) { return line }
+            if output.withLock({ $0.eofs == 2 }) {
+                throw TestFailure("\(command) closed its output without the expected line; stdout: \(stdout) stderr: \(stderr)")
+            }
+            if Date() > deadline {
+                throw TestFailure("timed out after \(timeout) s waiting for a line from \(command); stdout: \(stdout) stderr: \(stderr)")
+            }
+            _ = arrived.wait(timeout: .now() + 0.5)
+        }
+    }
+
+    func waitForLine(_ exact: String, timeout: TimeInterval = 20) throws {
+        try waitForLine(timeout: timeout) { $0 == exact }
+    }
+
+    /// Waits for exit and for both pipes to reach end of file; kills and fails loudly after `timeout`.
+    func waitForExit(timeout: TimeInterval = 30) throws -> Int32 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning || output.withLock({ $0.eofs < 2 }) {
+            if Date() > deadline {
+                kill()
+                throw TestFailure("\(command) did not finish within \(timeout) s; stdout: \(stdout) stderr: \(stderr)")
+            }
+            _ = arrived.wait(timeout: .now() + 0.2)
+        }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Whether the child has exited, waiting at most `timeout`.
+    func exits(within timeout: TimeInterval) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { _ = arrived.wait(timeout: .now() + 0.05) }
+        return !process.isRunning
+    }
+
+    func closeStdin() { stdinPipe?.fileHandleForWriting.closeFile() }
+
+    func kill(_ signal: Int32 = SIGKILL) {
+        if process.isRunning { Foundation.kill(process.processIdentifier, signal) }
+    }
+
+    deinit { kill() }
+}
+
+/// Runs a command to completion: (status, stdout, stderr).
+func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+         replaceEnvironment: Bool = false, timeout: TimeInterval = 30) throws -> (status: Int32, out: String, err: String) {
+    let child = try ChildProcess(executable, arguments, environment: environment, replaceEnvironment: replaceEnvironment)
+    let status = try child.waitForExit(timeout: timeout)
+    return (status, child.stdout, child.stderr)
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

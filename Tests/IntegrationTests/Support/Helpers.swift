@@ -1,0 +1,21 @@
+import Foundation
+
+/// Posts through the real `notifyutil` CLI, as another process would.
+func notifyutilPost(_ names: [String], bus: TestBus) throws {
+    let args = ["-z", "0"] + names.flatMap { ["-p", $0] }
+    let result = try run("notifyutil", args, environment: bus.environment)
+    guard result.status == 0 else { throw TestFailure("notifyutil \(args) failed (\(result.status)): \(result.err)") }
+}
+
+/// For children with no readiness line (notifyutil -N, dbus-monitor): act every `interval`
+/// until `done()` holds, failing loudly after `timeout`.
+func repeatUntil(timeout: TimeInterval = 20, interval: TimeInterval = 0.1, _ what: String,
+                 action: () throws -> Void, done: () -> Bool) throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while !done() {
+        if Date() > deadline { throw TestFailure("timed out after \(timeout) s: \(what)") }
+        try action()
+        let pause = Date().addingTimeInterval(interval)
+        while Date() < pause && !done() { usleep(10_000) }
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import Synchronization
+
+/// A private dbus-daemon for one test: never the user's session bus. Its socket lives in a fresh
+/// temporary directory; `kill()` and `restart()` let a test take the bus away and bring it back
+/// on the same address. Daemons still running when the test process exits are killed then.
+final class TestBus: Sendable {
+    let directory: String
+    let address: String
+    private let config: String
+    private let daemon = Mutex<ChildProcess?>(nil)
+
+    init() throws {
+        directory = try makeTemporaryDirectory("bus")
+        let socket = directory + "/bus"
+        address = "unix:path=" + socket
+        config = directory + "/bus.conf"
+        try """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>session</type>
+          <listen>\(address)</listen>
+          <auth>EXTERNAL</auth>
+          <policy context="default">
+            <allow send_destination="*" eavesdrop="true"/>
+            <allow eavesdrop="true"/>
+            <allow own="*"/>
+          </policy>
+        </busconfig>
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        try start()
+    }
+
+    /// Starts dbus-daemon and waits for it to print its address: the readiness handshake.
+    func start() throws {
+        try? FileManager.default.removeItem(atPath: directory + "/bus")
+        let child = try ChildProcess("/usr/bin/dbus-daemon", ["--config-file=\(config)", "--nofork", "--print-address=1", "--nosyslog"])
+        try child.waitForLine(timeout: 20) { $0.hasPrefix("unix:") }
+        daemon.withLock { $0 = child }
+        _ = TestBus.live.withLock { $0.insert(child.pidValue) }
+    }
+
+    /// Kills the daemon (SIGKILL: as abrupt as a crash) and waits until it is gone.
+    func kill() throws {
+        guard let child = daemon.withLock({ d -> ChildProcess? in defer { d = nil }; return d }) else { return }
+        child.kill()
+        _ = try child.waitForExit(timeout: 10)
+        TestBus.live.withLock { _ = $0.remove(child.pidValue) }
+    }
+
+    func restart() throws {
+        try kill()
+        try start()
+    }
+
+    deinit {
+        try? kill()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// The environment that points our code at this bus.
+    var environment: [String: String] { ["DARWIN_NOTIFY_BUS": address] }
+
+    private static let live: Mutex<Set<Int32>> = {
+        atexit { TestBus.live.withLock { for pid in $0 { Foundation.kill(pid, SIGKILL) } } }
+        return Mutex([])
+    }()
+}
+
+extension ChildProcess {
+    var pidValue: Int32 { processIdentifier }
+}
+
+func makeTemporaryDirectory(_ tag: String) throws -> String {
+    var template = Array((NSTemporaryDirectory() + "darwin-notify-test-\(tag)-XXXXXX").utf8CString)
+    guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+        throw TestFailure("mkdtemp failed: \(errno)")
+    }
+    return String(cString: made)
+}

@@ -1,0 +1,139 @@
+import CNotify
+import DarwinNotify
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+/// The Swift API in this process, on a private bus.
+extension IntegrationSuites {
+    @Suite("Swift API", .serialized)
+    struct SwiftAPITests {
+        let bus: TestBus
+        let center: NotifyCenter
+        init() throws {
+            bus = try TestBus()
+            center = try NotifyCenter(bus: bus.address)
+        }
+
+        @Test("a closure observer on a chosen queue receives this process's own posts, in order")
+        func selfReceiveOnQueue() throws {
+            let queue = DispatchQueue(label: "test.observer")
+            let got = Mutex<[String]>([])
+            let done = DispatchSemaphore(value: 0)
+            let observation = try center.observe("swift.self", queue: queue) { name in
+                dispatchPrecondition(condition: .onQueue(queue))
+                let n = got.withLock { $0.append(name); return $0.count }
+                if n == 3 { done.signal() }
+            }
+            for _ in 0..<3 { try center.post("swift.self") }
+            #expect(done.wait(timeout: .now() + 20) == .success)
+            #expect(got.withLock { $0 } == ["swift.self", "swift.self", "swift.self"])
+            observation.cancel()
+        }
+
+        @Test("an AsyncSequence yields posts made by another process")
+        func asyncSequence() async throws {
+            let stream = try center.notifications(named: "swift.async")
+            let poster = Task.detached { [bus] in
+                for _ in 0..<3 { try notifyutilPost(["swift.async"], bus: bus) }
+            }
+            var count = 0
+            for await n in stream {
+                #expect(n.name == "swift.async")
+                count += 1
+                if count == 3 { break }
+            }
+            try await poster.value
+            #expect(count == 3)
+        }
+
+        @Test("releasing the observation cancels it; cancel inside the handler is safe")
+        func releaseAndCancelInside() throws {
+            let calls = Mutex(0)
+            let fired = DispatchSemaphore(value: 0)
+            let holder = Mutex<NotificationObservation?>(nil)
+            holder.withLock {
+                $0 = try? center.observe("swift.cancel") { _ in
+                    calls.withLock { $0 += 1 }
+                    holder.withLock { $0?.cancel() } // cancel from inside its own handler
+                    fired.signal()
+                }
+            }
+            // A sentinel observer proves later posts were delivered to the process.
+            let sentinel = DispatchSemaphore(value: 0)
+            let s = try center.observe("swift.cancel.sentinel") { _ in sentinel.signal() }
+            try center.post("swift.cancel")
+            #expect(fired.wait(timeout: .now() + 20) == .success)
+            try center.post("swift.cancel")
+            try center.post("swift.cancel.sentinel")
+            #expect(sentinel.wait(timeout: .now() + 20) == .success)
+            #expect(calls.withLock { $0 } == 1)
+            #expect(holder.withLock { $0?.isCancelled } == true)
+
+            // Released without cancel(): deinit cancels.
+            let released = Mutex(0)
+            do { _ = try center.observe("swift.released") { _ in released.withLock { $0 += 1 } } }
+            try center.post("swift.released")
+            try center.post("swift.cancel.sentinel")
+            #expect(sentinel.wait(timeout: .now() + 20) == .success)
+            #expect(released.withLock { $0 } == 0)
+            s.cancel()
+        }
+
+        @Test("once remove returns, the C callback never runs again, even under a flood")
+        func removeIsFinal() throws {
+            final class Flags: @unchecked Sendable {
+                // @unchecked Sendable: both fields are atomics.
+                let removed = Atomic<Bool>(false)
+                let lateCalls = Atomic<Int>(0)
+                let calls = Atomic<Int>(0)
+            }
+            let flags = Flags()
+            let handle = center.cCenter
+            let callback: CNotify_callback = { _, observer, _, _, _ in
+                let flags = Unmanaged<Flags>.fromOpaque(observer!).takeUnretainedValue()
+                flags.calls.add(1, ordering: .relaxed)
+                usleep(200) // widen the window in which remove races a running callback
+                if flags.removed.load(ordering: .acquiring) { flags.lateCalls.add(1, ordering: .relaxed) }
+            }
+            let observer = Unmanaged.passRetained(flags).toOpaque()
+            #expect(CNotify_center_add_observer(handle, observer, callback, "swift.flood") == 0)
+            for _ in 0..<300 { try center.post("swift.flood") }
+            while flags.calls.load(ordering: .relaxed) < 20 { usleep(1000) }
+            #expect(CNotify_center_remove_observer(handle, observer, "swift.flood") == 0)
+            flags.removed.store(true, ordering: .releasing)
+            // Callbacks run one at a time in arrival order: once the sentinel posted after the flood
+            // arrives, every flood post has been dispatched.
+            let sentinel = DispatchSemaphore(value: 0)
+            let s = try center.observe("swift.flood.sentinel") { _ in sentinel.signal() }
+            for _ in 0..<100 { try center.post("swift.flood") }
+            try center.post("swift.flood.sentinel")
+            #expect(sentinel.wait(timeout: .now() + 20) == .success)
+            s.cancel()
+            #expect(flags.lateCalls.load(ordering: .relaxed) == 0)
+            Unmanaged<Flags>.fromOpaque(observer).release()
+        }
+
+        @Test("notify_check is true on the first call, then only after a post")
+        func notifyCheckSemantics() throws {
+            // notify_* use the process-wide center: point it at this bus before its first use.
+            setenv("DARWIN_NOTIFY_BUS", bus.address, 1)
+            var token: Int32 = -1
+            #expect(notify_register_check("swift.check", &token) == 0)
+            #expect(notify_is_valid_token(token))
+            var check: Int32 = -1
+            #expect(notify_check(token, &check) == 0 && check == 1)
+            #expect(notify_check(token, &check) == 0 && check == 0)
+            #expect(notify_post("swift.check") == 0)
+            try repeatUntil(interval: 0.01, "notify_check to see the post", action: {
+                #expect(notify_check(token, &check) == 0)
+            }, done: { check == 1 })
+            #expect(notify_check(token, &check) == 0 && check == 0)
+            #expect(notify_cancel(token) == 0)
+            #expect(!notify_is_valid_token(token))
+            #expect(notify_cancel(token) == UInt32(NOTIFY_STATUS_INVALID_TOKEN))
+            #expect(notify_check(token, &check) == UInt32(NOTIFY_STATUS_INVALID_TOKEN))
+        }
+    }
+}
