@@ -38,7 +38,11 @@ static CNotify_center *center_alloc(const char *bus) {
     pthread_mutex_init(&c->start_lock, NULL);
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
-    pthread_mutex_init(&c->watch_lock, NULL);
+    pthread_mutexattr_t recursive;
+    pthread_mutexattr_init(&recursive);
+    pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&c->watch_lock, &recursive);
+    pthread_mutexattr_destroy(&recursive);
     pthread_mutex_init(&c->reg_lock, NULL);
     pthread_cond_init(&c->reg_cond, NULL);
     static int registered_atexit;
@@ -111,7 +115,6 @@ void CNotify_center_destroy(CNotify_center *c) {
         }
     cn_map_clear(&c->names, free_slot);
     cn_map_clear(&c->senders, NULL);
-    for (cn_outgoing *o = c->out_head; o;) { cn_outgoing *n = o->next; dbus_message_unref(o->message); free(o); o = n; }
     close(c->wake_fd);
     free(c->watches);
     free(c->timeouts);
@@ -358,84 +361,42 @@ uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
     st = cn_center_start(c);
     if (st != NOTIFY_STATUS_OK) return st;
     DBusMessage *m = dbus_message_new_signal(CN_PATH, CN_INTERFACE, CN_MEMBER);
-    cn_outgoing *o = malloc(sizeof *o);
-    if (!m || !o) {
-        if (m) dbus_message_unref(m);
-        free(o);
-        cn_set_error("out of memory");
-        return NOTIFY_STATUS_FAILED;
-    }
-    int on_io = cn_on_io_thread(c), wake = 0;
+    if (!m) { cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
     pthread_mutex_lock(&c->lock);
-    if (!c->connected) {
+    if (!c->connected || !c->conn) {
         pthread_mutex_unlock(&c->lock);
         dbus_message_unref(m);
-        free(o);
         cn_set_error("no bus is reachable at %s (reconnecting in the background)", c->address ? c->address : "?");
         return NOTIFY_STATUS_SERVER_NOT_FOUND;
     }
+    /* Numbered per sender, so a receiver can tell when the bus dropped some (DESIGN.md). */
     dbus_uint64_t seq = ++c->next_seq;
-    if (!dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID)) {
-        pthread_mutex_unlock(&c->lock);
-        dbus_message_unref(m);
-        free(o);
-        cn_set_error("out of memory");
-        return NOTIFY_STATUS_FAILED;
-    }
-    c->queued_posts++;
-    if (on_io && !c->out_head) {
-        /* Inside a callback: we are the I/O thread, so write straight away. */
-        dbus_connection_send(c->conn, m, NULL);
-        c->written_posts++;
-        dbus_message_unref(m);
-        free(o);
-    } else {
-        o->next = NULL;
-        o->message = m;
-        wake = c->out_head == NULL;
-        if (c->out_tail) c->out_tail->next = o; else c->out_head = o;
-        c->out_tail = o;
-    }
+    int ok = dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID);
+    /* Sent from the caller's thread: libdbus writes at once if the socket takes it, and hands the
+     * rest to the I/O thread through the wakeup function. No thread hop on the hot path. */
+    if (ok) ok = dbus_connection_send(c->conn, m, NULL);
     pthread_mutex_unlock(&c->lock);
-    if (wake && !on_io) cn_io_wake(c);
+    dbus_message_unref(m);
+    if (!ok) { cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
     return NOTIFY_STATUS_OK;
 }
 
 uint32_t CNotify_center_flush(CNotify_center *c, int timeout_ms) {
+    (void)timeout_ms; /* dbus_connection_flush waits until written or disconnected */
     if (!c) return NOTIFY_STATUS_NULL_INPUT;
-    if (!c->started) return NOTIFY_STATUS_OK;
-    if (cn_on_io_thread(c)) {
-        /* From a callback: nothing else can write for us, so write the queue here. */
-        pthread_mutex_lock(&c->lock);
-        cn_outgoing *list = c->out_head;
-        c->out_head = c->out_tail = NULL;
-        DBusConnection *conn = c->conn;
-        pthread_mutex_unlock(&c->lock);
-        while (list) {
-            cn_outgoing *next = list->next;
-            if (conn) dbus_connection_send(conn, list->message, NULL);
-            dbus_message_unref(list->message);
-            free(list);
-            list = next;
-        }
-        if (conn) dbus_connection_flush(conn);
-        return conn ? NOTIFY_STATUS_OK : NOTIFY_STATUS_SERVER_NOT_FOUND;
-    }
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec++; deadline.tv_nsec -= 1000000000L; }
+    if (!atomic_load(&c->started)) return NOTIFY_STATUS_OK;
     pthread_mutex_lock(&c->lock);
-    uint64_t target = c->queued_posts;
-    cn_io_wake(c);
-    int timed_out = 0;
-    while (c->written_posts < target && c->connected && !timed_out)
-        timed_out = pthread_cond_timedwait(&c->cond, &c->lock, &deadline) != 0;
-    int ok = c->written_posts >= target;
+    DBusConnection *conn = c->conn ? dbus_connection_ref(c->conn) : NULL;
     pthread_mutex_unlock(&c->lock);
-    if (!ok) {
-        cn_set_error("posts could not be written to the bus within %d ms", timeout_ms);
+    if (!conn) {
+        cn_set_error("no bus is reachable: posts could not be written");
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    dbus_connection_flush(conn);
+    int connected = dbus_connection_get_is_connected(conn);
+    dbus_connection_unref(conn);
+    if (!connected) {
+        cn_set_error("the bus went away before the posts were written");
         return NOTIFY_STATUS_SERVER_NOT_FOUND;
     }
     return NOTIFY_STATUS_OK;

@@ -62,15 +62,6 @@ typedef struct cn_name_slot {
     size_t count, cap;
 } cn_name_slot;
 
-typedef struct cn_outgoing {
-    struct cn_outgoing *next;
-    DBusMessage *message;
-} cn_outgoing;
-
-typedef struct cn_watch_slot {
-    DBusWatch *watch;
-} cn_watch_slot;
-
 struct CNotify_center {
     char *bus_spec;                 /* what the user asked for (NULL: default) */
     cn_bus_kind kind;
@@ -85,15 +76,17 @@ struct CNotify_center {
     /* State shared with the I/O thread. */
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    DBusConnection *conn;           /* owned by the I/O thread; NULL while disconnected */
+    DBusConnection *conn;           /* opened and closed by the I/O thread; NULL while disconnected */
     int connected;
     int stopping;
     int rule_wanted, rule_installed;
-    cn_outgoing *out_head, *out_tail;
-    uint64_t queued_posts, written_posts;
     uint64_t next_seq;
 
-    /* Watches and timeouts; only the I/O thread polls, libdbus may call us from any thread. */
+    /* Watches and timeouts. Only the I/O thread polls and handles them, but a posting thread's
+     * dbus_connection_send may write, and on a broken socket remove (and free) watches. The I/O
+     * thread holds this recursive lock while it handles a watch, so a watch cannot be freed under
+     * it: the poster waits in our remove callback, and libdbus's handler gives up the io-path
+     * after 1 ms (see _dbus_connection_handle_watch), so the wait is short and never circular. */
     pthread_mutex_t watch_lock;
     DBusWatch **watches; size_t nwatches, capwatches;
     DBusTimeout **timeouts; uint64_t *timeout_deadline; size_t ntimeouts, captimeouts;

@@ -226,39 +226,20 @@ static void wait_wake(CNotify_center *c, int timeout_ms) {
     }
 }
 
-/* Writes the posts other threads queued, then installs the match rule if someone waits for it. */
+/* Installs the match rule if an observer registered since we connected (blocking call). */
 static void run_requests(CNotify_center *c, DBusConnection *conn) {
     pthread_mutex_lock(&c->lock);
-    cn_outgoing *list = c->out_head;
-    c->out_head = c->out_tail = NULL;
     int need_rule = c->rule_wanted && !c->rule_installed;
     pthread_mutex_unlock(&c->lock);
-    uint64_t n = 0;
-    while (list) {
-        cn_outgoing *next = list->next;
-        dbus_connection_send(conn, list->message, NULL);
-        dbus_message_unref(list->message);
-        free(list);
-        list = next;
-        n++;
-    }
-    if (n) {
-        dbus_connection_flush(conn);
-        pthread_mutex_lock(&c->lock);
-        c->written_posts += n;
-        pthread_cond_broadcast(&c->cond);
-        pthread_mutex_unlock(&c->lock);
-    }
-    if (need_rule) {
-        DBusError err;
-        dbus_error_init(&err);
-        dbus_bus_add_match(conn, CN_MATCH_RULE, &err);
-        pthread_mutex_lock(&c->lock);
-        if (!dbus_error_is_set(&err)) c->rule_installed = 1;
-        pthread_cond_broadcast(&c->cond);
-        pthread_mutex_unlock(&c->lock);
-        dbus_error_free(&err);
-    }
+    if (!need_rule) return;
+    DBusError err;
+    dbus_error_init(&err);
+    dbus_bus_add_match(conn, CN_MATCH_RULE, &err);
+    pthread_mutex_lock(&c->lock);
+    if (!dbus_error_is_set(&err)) c->rule_installed = 1;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    dbus_error_free(&err);
 }
 
 static void poll_once(CNotify_center *c) {
@@ -301,8 +282,11 @@ static void poll_once(CNotify_center *c) {
         if (fds[i].revents & POLLOUT) flags |= DBUS_WATCH_WRITABLE;
         if (fds[i].revents & POLLERR) flags |= DBUS_WATCH_ERROR;
         if (fds[i].revents & POLLHUP) flags |= DBUS_WATCH_HANGUP;
-        /* Handling one watch may free another (disconnection): check it is still registered. */
+        /* Handling one watch may free another (disconnection): check it is still registered,
+         * and keep the lock while handling so no poster frees it meanwhile (see internal.h). */
+        pthread_mutex_lock(&c->watch_lock);
         if (watch_alive(c, ws[i])) dbus_watch_handle(ws[i], flags);
+        pthread_mutex_unlock(&c->watch_lock);
     }
     now = now_ms();
     for (;;) {
@@ -313,9 +297,9 @@ static void poll_once(CNotify_center *c) {
                 due = c->timeouts[i];
                 c->timeout_deadline[i] = now + (uint64_t)dbus_timeout_get_interval(due);
             }
+        if (due) dbus_timeout_handle(due); /* under the lock, like watches */
         pthread_mutex_unlock(&c->watch_lock);
         if (!due) break;
-        dbus_timeout_handle(due);
     }
 }
 

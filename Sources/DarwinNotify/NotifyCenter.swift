@@ -48,18 +48,21 @@ public final class NotifyCenter: @unchecked Sendable {
         try NotifyError.check(CNotify_center_flush(handle, timeoutMilliseconds))
     }
 
+    /// The queue observers use unless they name one: serial, so each poster's order is kept.
+    public static let defaultCallbackQueue = DispatchQueue(label: "DarwinNotify.callbacks")
+
     /// Calls `handler` on `queue` for each post of `name`, until the returned observation is
-    /// cancelled or released. Posts are delivered in the order each poster posted them.
+    /// cancelled or released. On a serial queue, posts arrive in the order each poster made them
+    /// (as with Apple's `notify_register_dispatch`; a concurrent queue may run them side by side).
     /// Once `cancel()` returns no new invocation starts; one already running on `queue` finishes.
     public func observe(
         _ name: String,
-        queue: DispatchQueue = .global(),
+        queue: DispatchQueue = NotifyCenter.defaultCallbackQueue,
         handler: @escaping @Sendable (String) -> Void
     ) throws -> NotificationObservation {
         let state = ObservationState()
-        let serial = DispatchQueue(label: "DarwinNotify.observe", target: queue)
         return try register(name, state: state) { name in
-            serial.async {
+            queue.async {
                 if !state.isCancelled { handler(name) }
             }
         }

@@ -175,15 +175,21 @@ static int cmd_bench_echo(int argc, char **argv) {
     return 0;
 }
 
-static void pong_cb(CNotify_center *c, void *observer, const char *name, const void *o, const void *u) {
-    (void)c; (void)observer; (void)name; (void)o; (void)u;
-    count_one();
-}
-
 static uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The latency ends when the callback runs, so the time is taken here, not in the waiting thread. */
+static uint64_t pong_at;
+static void pong_cb(CNotify_center *c, void *observer, const char *name, const void *o, const void *u) {
+    (void)c; (void)observer; (void)name; (void)o; (void)u;
+    uint64_t t = now_ns();
+    pthread_mutex_lock(&lock);
+    pong_at = t;
+    pthread_mutex_unlock(&lock);
+    count_one();
 }
 
 /* bench-ping PING PONG N: prints N round-trip times in ns, one per line. */
@@ -200,10 +206,36 @@ static int cmd_bench_ping(int argc, char **argv) {
         st = CNotify_center_post(c, argv[0]);
         if (st != NOTIFY_STATUS_OK) return fail("post", st);
         if (wait_target(30) != 0) return 2;
-        rtt[i] = now_ns() - t0;
+        pthread_mutex_lock(&lock);
+        rtt[i] = pong_at - t0;
+        pthread_mutex_unlock(&lock);
     }
     for (long i = 0; i < n; i++) printf("%llu\n", (unsigned long long)rtt[i]);
     free(rtt);
+    return 0;
+}
+
+/* observe-many PREFIX COUNT: observes PREFIX.0 .. PREFIX.COUNT-1 until stdin closes
+ * (background load for the names benchmark). */
+static void ignore_cb(CNotify_center *c, void *observer, const char *name, const void *o, const void *u) {
+    (void)c; (void)observer; (void)name; (void)o; (void)u;
+}
+
+static int cmd_observe_many(int argc, char **argv) {
+    if (argc < 2) return fail("usage: observe-many PREFIX COUNT", NOTIFY_STATUS_INVALID_REQUEST);
+    CNotify_center *c = CNotify_center_get_darwin_notify_center();
+    for (long i = 0, n = atol(argv[1]); i < n; i++) {
+        char name[600];
+        snprintf(name, sizeof name, "%s.%ld", argv[0], i);
+        uint32_t st = CNotify_center_add_observer(c, NULL, ignore_cb, name);
+        if (st != NOTIFY_STATUS_OK) return fail("add_observer", st);
+    }
+    say("%s\n", "ready");
+    char buf[16];
+    while (fgets(buf, sizeof buf, stdin)) {}
+    CNotify_stats stats;
+    CNotify_center_get_stats(c, &stats);
+    fprintf(stderr, "received=%llu delivered=%llu\n", (unsigned long long)stats.received, (unsigned long long)stats.delivered);
     return 0;
 }
 
@@ -222,6 +254,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "fd")) return cmd_fd(argc, argv);
     if (!strcmp(cmd, "bench-echo")) return cmd_bench_echo(argc, argv);
     if (!strcmp(cmd, "bench-ping")) return cmd_bench_ping(argc, argv);
+    if (!strcmp(cmd, "observe-many")) return cmd_observe_many(argc, argv);
     fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
     return 64;
 }

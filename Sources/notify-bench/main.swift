@@ -1,1 +1,52 @@
-print("todo")
+// notify-bench: DarwinNotify against the raw-libdbus floor, measured in the same run on a
+// private dbus-daemon. Usage: notify-bench latency|names|all [--samples N] [--rounds N] [--json]
+import Foundation
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "_swift-echo", arguments.count == 3 {
+    try PingPong.runSwiftEcho(ping: arguments[1], pong: arguments[2])
+}
+
+func usage() -> Never {
+    FileHandle.standardError.write(Data("usage: notify-bench latency|names|all [--samples N] [--rounds N] [--warmup N] [--json]\n".utf8))
+    exit(64)
+}
+
+var options = Options()
+var suites: [String] = []
+var i = 0
+while i < arguments.count {
+    switch arguments[i] {
+    case "--json": options.json = true
+    case "--samples", "--rounds", "--warmup":
+        guard i + 1 < arguments.count, let n = Int(arguments[i + 1]), n > 0 else { usage() }
+        switch arguments[i] {
+        case "--samples": options.samples = n
+        case "--rounds": options.rounds = n
+        default: options.warmup = n
+        }
+        i += 1
+    case "latency", "names": suites.append(arguments[i])
+    case "all": suites += ["latency", "names"]
+    default: usage()
+    }
+    i += 1
+}
+if suites.isEmpty { usage() }
+
+var failed = false
+for suite in suites {
+    let rows: [Row]
+    let title: String
+    switch suite {
+    case "latency":
+        rows = try await latencySuite(options)
+        title = "latency: post → callback in another process, one way (round trip / 2), \(options.rounds) interleaved rounds, \(options.warmup) warm-up round trips per run"
+    default:
+        rows = try await namesSuite(options)
+        title = "names: C callback latency with 10,000 names observed by 10 other processes vs none"
+    }
+    if options.json { print(json(suite: suite, rows: rows)) } else { printTable(title: title, rows: rows) }
+    failed = failed || rows.contains { !$0.passes }
+}
+exit(failed ? 1 : 0)

@@ -64,13 +64,14 @@ uint32_t CNotify_center_remove_observer(CNotify_center *center, const void *obse
 uint32_t CNotify_center_remove_every_observer(CNotify_center *center, const void *observer);
 
 /*
- * Posts `name`. Returns once the post is queued on the center's connection, in the caller's
- * order; CNotify_center_flush() waits until it is written to the bus. Queued posts are also
- * flushed when the process exits through exit().
+ * Posts `name`. Sent from the calling thread (no hand-off): posts from one thread reach the bus
+ * in the order they were made. Returns NOTIFY_STATUS_SERVER_NOT_FOUND while no bus is reachable.
  */
 uint32_t CNotify_center_post(CNotify_center *center, const char *name);
 
-/* Waits up to timeout_ms until every post queued so far has been written to the bus. */
+/* Waits until every post made so far is written to the bus (timeout_ms is reserved; the wait
+ * ends when written or when the bus goes away). Also run for every center when the process
+ * exits through exit(). */
 uint32_t CNotify_center_flush(CNotify_center *center, int timeout_ms);
 
 /* Adds a handler with a context; *out_id identifies it for CNotify_center_remove_handler.

@@ -1,0 +1,100 @@
+import DarwinNotify
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Post → callback latency in another process, measured as a ping-pong: an echo process observes
+/// PING and posts PONG from its callback; the pinger times post(PING) → its PONG callback.
+/// Both legs are post → callback in another process, so one-way latency = round trip / 2.
+enum PingPong {
+    static let ping = "bench.ping", pong = "bench.pong"
+
+    enum Variant: String, CaseIterable {
+        case floor = "raw libdbus floor (C, no wrapper)"
+        case cCallback = "C callback (CNotify)"
+        case swiftClosure = "Swift closure (DarwinNotify)"
+        case swiftAsync = "Swift AsyncSequence (DarwinNotify)"
+    }
+
+    /// Runs `samples` round trips after `warmup` unrecorded ones.
+    static func measure(_ variant: Variant, bus: String, samples: Int, warmup: Int) async throws -> Samples {
+        let env = ["DARWIN_NOTIFY_BUS": bus]
+        let echo: Child
+        switch variant {
+        case .floor: echo = try Child("dbus-floor", ["echo", ping, pong], environment: env)
+        case .cCallback: echo = try Child("cnotify-probe", ["bench-echo", ping, pong], environment: env)
+        case .swiftClosure, .swiftAsync: echo = try Child("notify-bench", ["_swift-echo", ping, pong], environment: env)
+        }
+        defer { echo.stop() }
+        _ = try echo.readLine { $0 == "ready" }
+        let total = samples + warmup
+        var rtts: [UInt64]
+        switch variant {
+        case .floor: rtts = try parse(Child("dbus-floor", ["ping", ping, pong, "\(total)"], environment: env).readToEnd())
+        case .cCallback: rtts = try parse(Child("cnotify-probe", ["bench-ping", ping, pong, "\(total)"], environment: env).readToEnd())
+        case .swiftClosure: rtts = try swiftClosurePing(bus: bus, count: total)
+        case .swiftAsync: rtts = try await swiftAsyncPing(bus: bus, count: total)
+        }
+        var result = Samples()
+        for rtt in rtts.dropFirst(warmup) { result.record(rtt / 2) }
+        return result
+    }
+
+    private static func parse(_ text: String) throws -> [UInt64] {
+        let values = text.split(separator: "\n").compactMap { UInt64($0) }
+        guard !values.isEmpty else { throw BenchError("no samples in the pinger's output") }
+        return values
+    }
+
+    private static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+    private static func swiftClosurePing(bus: String, count: Int) throws -> [UInt64] {
+        let center = try NotifyCenter(bus: bus)
+        let arrived = DispatchSemaphore(value: 0)
+        // The latency ends when the closure runs, so it takes the time itself.
+        let pongAt = Mutex<UInt64>(0)
+        let observation = try center.observe(pong, queue: DispatchQueue(label: "bench.pong")) { _ in
+            let t = now()
+            pongAt.withLock { $0 = t }
+            arrived.signal()
+        }
+        defer { observation.cancel() }
+        var rtts: [UInt64] = []
+        rtts.reserveCapacity(count)
+        for _ in 0..<count {
+            let t0 = now()
+            try center.post(ping)
+            guard arrived.wait(timeout: .now() + 30) == .success else { throw BenchError("no pong within 30 s") }
+            rtts.append(pongAt.withLock { $0 } - t0)
+        }
+        return rtts
+    }
+
+    private static func swiftAsyncPing(bus: String, count: Int) async throws -> [UInt64] {
+        let center = try NotifyCenter(bus: bus)
+        let pongs = try center.notifications(named: pong)
+        defer { pongs.cancel() }
+        var iterator = pongs.makeAsyncIterator()
+        var rtts: [UInt64] = []
+        rtts.reserveCapacity(count)
+        for _ in 0..<count {
+            let t0 = now()
+            try center.post(ping)
+            guard await iterator.next() != nil else { throw BenchError("the pong sequence ended") }
+            rtts.append(now() - t0)
+        }
+        return rtts
+    }
+
+    /// The `_swift-echo PING PONG` role: a Swift closure observer that answers each ping.
+    static func runSwiftEcho(ping: String, pong: String) throws -> Never {
+        let center = try NotifyCenter(bus: ProcessInfo.processInfo.environment["DARWIN_NOTIFY_BUS"] ?? "embedded")
+        let observation = try center.observe(ping, queue: DispatchQueue(label: "bench.echo")) { _ in
+            try? center.post(pong)
+        }
+        FileHandle.standardOutput.write(Data("ready\n".utf8)) // unbuffered: the readiness handshake
+        while readLine() != nil {} // until the benchmark closes our stdin
+        observation.cancel()
+        exit(0)
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+
+struct Options {
+    var samples = 6000
+    var rounds = 3
+    var warmup = 300
+    var json = false
+}
+
+/// `latency`: post → callback in another process, ours against the raw-libdbus floor. The variants
+/// run interleaved in rounds, so drift on a noisy machine hits all of them alike.
+func latencySuite(_ options: Options) async throws -> [Row] {
+    let bus = try PrivateBus()
+    defer { bus.stop() }
+    var results: [PingPong.Variant: Samples] = [:]
+    let perRound = max(1, options.samples / options.rounds)
+    for _ in 0..<options.rounds {
+        for variant in PingPong.Variant.allCases {
+            let s = try await PingPong.measure(variant, bus: bus.address, samples: perRound, warmup: options.warmup)
+            results[variant, default: Samples()].add(s)
+        }
+    }
+    let floor = results[.floor]!
+    let swift = results[.swiftClosure]!, async = results[.swiftAsync]!
+    return [
+        Row(label: PingPong.Variant.floor.rawValue, samples: floor, reference: nil, target: nil),
+        Row(label: PingPong.Variant.cCallback.rawValue, samples: results[.cCallback]!, reference: floor.p50, target: 1.10),
+        Row(label: PingPong.Variant.swiftClosure.rawValue, samples: swift, reference: floor.p50, target: 1.20,
+            extraCheck: ("p99 ≤ 2× own p50", swift.p99 <= 2 * swift.p50)),
+        Row(label: PingPong.Variant.swiftAsync.rawValue, samples: async, reference: floor.p50, target: 1.20,
+            extraCheck: ("p99 ≤ 2× own p50", async.p99 <= 2 * async.p50)),
+    ]
+}
+
+/// `names`: the C-callback ping-pong while 10 other processes observe 1,000 names each
+/// (10,000 names), against the same ping-pong with no other observer, in the same run.
+func namesSuite(_ options: Options) async throws -> [Row] {
+    let bus = try PrivateBus()
+    defer { bus.stop() }
+    var quiet = Samples(), loaded = Samples(), floorLoaded = Samples()
+    let perRound = max(1, options.samples / options.rounds)
+    for _ in 0..<options.rounds {
+        quiet.add(try await PingPong.measure(.cCallback, bus: bus.address, samples: perRound, warmup: options.warmup))
+        let background = try (0..<10).map { i in
+            try Child("cnotify-probe", ["observe-many", "names.bg\(i)", "1000"], environment: ["DARWIN_NOTIFY_BUS": bus.address])
+        }
+        for child in background { _ = try child.readLine { $0 == "ready" } }
+        loaded.add(try await PingPong.measure(.cCallback, bus: bus.address, samples: perRound, warmup: options.warmup))
+        floorLoaded.add(try await PingPong.measure(.floor, bus: bus.address, samples: perRound, warmup: options.warmup))
+        for child in background { child.stop() }
+    }
+    return [
+        Row(label: "C callback, 1 name observed", samples: quiet, reference: nil, target: nil),
+        Row(label: "C callback, +10 procs × 1,000 names", samples: loaded, reference: quiet.p50, target: 1.5),
+        Row(label: "floor, +10 procs × 1,000 names", samples: floorLoaded, reference: quiet.p50, target: nil),
+    ]
+}
