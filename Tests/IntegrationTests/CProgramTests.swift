@@ -14,7 +14,7 @@ extension IntegrationSuites {
             let products = ChildProcess.productsDirectory
             try #require(FileManager.default.fileExists(atPath: products + "/libCNotify.so"), "build the CNotify product first")
             let out = try makeTemporaryDirectory("cprog") + "/macos_style"
-            let cc = try run("/usr/bin/cc", ["-Wall", "-Werror", root + "/Tests/IntegrationTests/Fixtures/macos_style.c",
+            let cc = try run("/usr/bin/cc", ["-Wall", "-Werror", root + "/Tests/Fixtures/macos_style.c",
                                              "-I", root + "/Shims/CNotify/include", "-L", products, "-lCNotify",
                                              "-Wl,-rpath," + products, "-o", out])
             #expect(cc.status == 0, "cc: \(cc.err)")
