@@ -38,11 +38,13 @@ static CNotify_center *center_alloc(const char *bus) {
     pthread_mutex_init(&c->start_lock, NULL);
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
-    pthread_mutexattr_t recursive;
-    pthread_mutexattr_init(&recursive);
-    pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&c->watch_lock, &recursive);
-    pthread_mutexattr_destroy(&recursive);
+    pthread_mutex_init(&c->watch_lock, NULL);
+    /* Writer preference: a stream of posts must not starve the I/O thread's reads. */
+    pthread_rwlockattr_t gate;
+    pthread_rwlockattr_init(&gate);
+    pthread_rwlockattr_setkind_np(&gate, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&c->io_gate, &gate);
+    pthread_rwlockattr_destroy(&gate);
     pthread_mutex_init(&c->reg_lock, NULL);
     pthread_cond_init(&c->reg_cond, NULL);
     static int registered_atexit;
@@ -114,7 +116,8 @@ void CNotify_center_destroy(CNotify_center *c) {
             for (size_t i = 0; i < slot->count; i++) free_entry(slot->entries[i]);
         }
     cn_map_clear(&c->names, free_slot);
-    cn_map_clear(&c->senders, NULL);
+    cn_map_clear(&c->last_seq, NULL);
+    cn_map_clear(&c->post_counts, NULL);
     close(c->wake_fd);
     free(c->watches);
     free(c->timeouts);
@@ -167,19 +170,22 @@ static uint32_t add_entry(CNotify_center *c, cn_entry *e) {
     return NOTIFY_STATUS_OK;
 }
 
-static uint32_t register_entry(CNotify_center *c, cn_entry *e, uint64_t *out_id) {
+static uint32_t register_entry(CNotify_center *c, cn_entry *e, const char *name, uint64_t *out_id) {
     uint32_t st = cn_center_start(c);
     if (st == NOTIFY_STATUS_OK) st = add_entry(c, e);
     if (st == NOTIFY_STATUS_OK) {
         uint64_t id = e->id; /* read now: once registered, a remove on another thread may free e */
         if (out_id) *out_id = id;
-        st = cn_io_require_rule(c);
+        st = cn_rules_for_new_name(c, name);
         if (st != NOTIFY_STATUS_OK) {
             /* A failed registration leaves the context with the caller: do not release it. */
             pthread_mutex_lock(&c->reg_lock);
             e->release = NULL;
             pthread_mutex_unlock(&c->reg_lock);
+            char saved[CN_RULE_MAX];
+            snprintf(saved, sizeof saved, "%s", CNotify_last_error());
             CNotify_center_remove_handler(c, id);
+            cn_set_error("%s", saved);
         }
         return st;
     }
@@ -205,7 +211,10 @@ static size_t remove_in_slot(CNotify_center *c, const char *name, cn_name_slot *
         }
     }
     slot->count = keep;
-    if (keep == 0) free_slot(cn_map_remove(&c->names, name));
+    if (keep == 0) {
+        cn_rules_for_gone_name(c, slot, name); /* the last observer of the name left */
+        free_slot(cn_map_remove(&c->names, name));
+    }
     return removed;
 }
 
@@ -239,17 +248,20 @@ static uint32_t remove_where(CNotify_center *c, const char *name, entry_pred pre
 
 /* ---- dispatch (I/O thread) ---- */
 
-static void track_sequence(CNotify_center *c, const char *sender, uint64_t seq) {
+/* Posts are numbered per (sender, name); a jump means the bus dropped some on the way to us. */
+static void track_sequence(CNotify_center *c, const char *sender, const char *name, uint64_t seq) {
     if (!sender) return;
-    if (c->senders.count > 4096) cn_map_clear(&c->senders, NULL); /* bounded: old senders go */
-    uintptr_t last = (uintptr_t)cn_map_get(&c->senders, sender);
+    char key[CNOTIFY_NAME_MAX + 256];
+    snprintf(key, sizeof key, "%s\n%s", sender, name);
+    if (c->last_seq.count > 65536) cn_map_clear(&c->last_seq, NULL); /* bounded memory */
+    uintptr_t last = (uintptr_t)cn_map_get(&c->last_seq, key);
     if (last && seq > last + 1) atomic_fetch_add(&c->gaps, seq - last - 1);
-    cn_map_put(&c->senders, sender, (void *)(uintptr_t)seq);
+    cn_map_put(&c->last_seq, key, (void *)(uintptr_t)seq);
 }
 
 void cn_dispatch_post(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq) {
     atomic_fetch_add_explicit(&c->received, 1, memory_order_relaxed);
-    if (has_seq) track_sequence(c, sender, seq);
+    if (has_seq) track_sequence(c, sender, name, seq);
     cn_entry *stack[16], **snap = stack;
     size_t n = 0;
     pthread_mutex_lock(&c->reg_lock);
@@ -301,7 +313,7 @@ uint32_t CNotify_center_add_observer(CNotify_center *c, const void *observer, CN
     if (!e) return NOTIFY_STATUS_FAILED;
     e->observer = observer;
     e->cf_callback = callback;
-    return register_entry(c, e, NULL);
+    return register_entry(c, e, name, NULL);
 }
 
 uint32_t CNotify_center_add_handler(CNotify_center *c, const char *name, CNotify_handler handler, void *context,
@@ -315,7 +327,7 @@ uint32_t CNotify_center_add_handler(CNotify_center *c, const char *name, CNotify
     e->handler = handler;
     e->context = context;
     e->release = release;
-    return register_entry(c, e, out_id);
+    return register_entry(c, e, name, out_id);
 }
 
 static int match_observer(const cn_entry *e, const void *observer, uint64_t unused) {
@@ -360,7 +372,9 @@ uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
     if (st != NOTIFY_STATUS_OK) return st;
     st = cn_center_start(c);
     if (st != NOTIFY_STATUS_OK) return st;
-    DBusMessage *m = dbus_message_new_signal(CN_PATH, CN_INTERFACE, CN_MEMBER);
+    char iface[32];
+    cn_bucket_interface(name, iface);
+    DBusMessage *m = dbus_message_new_signal(CN_PATH, iface, CN_MEMBER);
     if (!m) { cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
     pthread_mutex_lock(&c->lock);
     if (!c->connected || !c->conn) {
@@ -369,12 +383,19 @@ uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
         cn_set_error("no bus is reachable at %s (reconnecting in the background)", c->address ? c->address : "?");
         return NOTIFY_STATUS_SERVER_NOT_FOUND;
     }
-    /* Numbered per sender, so a receiver can tell when the bus dropped some (DESIGN.md). */
-    dbus_uint64_t seq = ++c->next_seq;
+    /* Numbered per (sender, name), so a receiver can tell when the bus dropped some (DESIGN.md).
+     * The table is bounded; a receiver reads a restart at 1 as a reset, not as a gap. */
+    if (c->post_counts.count > 65536) cn_map_clear(&c->post_counts, NULL);
+    dbus_uint64_t seq = (uintptr_t)cn_map_get(&c->post_counts, name) + 1;
+    cn_map_put(&c->post_counts, name, (void *)(uintptr_t)seq);
     int ok = dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID);
     /* Sent from the caller's thread: libdbus writes at once if the socket takes it, and hands the
      * rest to the I/O thread through the wakeup function. No thread hop on the hot path. */
-    if (ok) ok = dbus_connection_send(c->conn, m, NULL);
+    if (ok) {
+        cn_gate_enter(c);
+        ok = dbus_connection_send(c->conn, m, NULL);
+        cn_gate_leave(c);
+    }
     pthread_mutex_unlock(&c->lock);
     dbus_message_unref(m);
     if (!ok) { cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
@@ -392,7 +413,9 @@ uint32_t CNotify_center_flush(CNotify_center *c, int timeout_ms) {
         cn_set_error("no bus is reachable: posts could not be written");
         return NOTIFY_STATUS_SERVER_NOT_FOUND;
     }
+    cn_gate_enter(c);
     dbus_connection_flush(conn);
+    cn_gate_leave(c);
     int connected = dbus_connection_get_is_connected(conn);
     dbus_connection_unref(conn);
     if (!connected) {

@@ -9,11 +9,24 @@
 #include <stdint.h>
 #include "include/darwin_notify.h"
 
-/* The wire contract (docs/PROTOCOL.md). */
+/* The wire contract (docs/PROTOCOL.md). Posts go to one of 4096 bucket interfaces chosen by a
+ * hash of the name, so dbus-daemon (which keeps match rules per interface) scans only that
+ * bucket's few exact rules; the plain interface stays open for foreign posters. */
 #define CN_PATH "/org/darwinnotify"
 #define CN_INTERFACE "org.darwinnotify.Notify"
 #define CN_MEMBER "Post"
-#define CN_MATCH_RULE "type='signal',path='" CN_PATH "',interface='" CN_INTERFACE "',member='" CN_MEMBER "'"
+#define CN_BUCKET_PREFIX CN_INTERFACE ".H"
+#define CN_BUCKET_MASK 0xfffu
+#define CN_COMPAT_RULE "type='signal',path='" CN_PATH "',interface='" CN_INTERFACE "',member='" CN_MEMBER "'"
+#define CN_RULE_MAX 1024 /* DBUS_MAXIMUM_MATCH_RULE_LENGTH */
+
+/* ---- wire.c ---- */
+uint32_t cn_fnv1a32(const char *s);
+/* Writes the bucket interface of `name` ("org.darwinnotify.Notify.Hxxx") into buf[32]. */
+void cn_bucket_interface(const char *name, char buf[32]);
+/* Writes the match rule that selects posts of exactly `name`; when the escaped rule would exceed
+ * the bus's limit, the rule of the whole bucket instead (the process filters by name anyway). */
+void cn_name_rule(const char *name, char *buf, size_t len);
 
 /* ---- errors.c ---- */
 void cn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -60,6 +73,7 @@ typedef struct cn_entry {
 typedef struct cn_name_slot {
     cn_entry **entries;
     size_t count, cap;
+    uint64_t rule_gen;          /* connection generation that holds this name's match rule */
 } cn_name_slot;
 
 struct CNotify_center {
@@ -79,14 +93,18 @@ struct CNotify_center {
     DBusConnection *conn;           /* opened and closed by the I/O thread; NULL while disconnected */
     int connected;
     int stopping;
-    int rule_wanted, rule_installed;
-    uint64_t next_seq;
+    uint64_t conn_gen;              /* bumped on every (re)connection; 0 = never connected */
+    uint64_t compat_gen;            /* generation holding the plain-interface rule */
+    cn_map post_counts;             /* name -> posts so far (the per-name sequence number) */
 
-    /* Watches and timeouts. Only the I/O thread polls and handles them, but a posting thread's
-     * dbus_connection_send may write, and on a broken socket remove (and free) watches. The I/O
-     * thread holds this recursive lock while it handles a watch, so a watch cannot be freed under
-     * it: the poster waits in our remove callback, and libdbus's handler gives up the io-path
-     * after 1 ms (see _dbus_connection_handle_watch), so the wait is short and never circular. */
+    /* Watches and timeouts. Only the I/O thread polls and handles them, but a thread that sends
+     * (a post, an AddMatch) may write on the socket, and on a broken socket libdbus removes and
+     * frees the watches on that thread. io_gate keeps the two apart: senders hold it shared
+     * around each libdbus send, the I/O thread holds it exclusively around each watch/timeout
+     * handler. Both take it before any libdbus lock, so the order never inverts (libdbus calls
+     * our watch functions with its connection lock held). watch_lock guards only the arrays and
+     * is never held across a libdbus call. */
+    pthread_rwlock_t io_gate;
     pthread_mutex_t watch_lock;
     DBusWatch **watches; size_t nwatches, capwatches;
     DBusTimeout **timeouts; uint64_t *timeout_deadline; size_t ntimeouts, captimeouts;
@@ -95,7 +113,7 @@ struct CNotify_center {
     pthread_mutex_t reg_lock;
     pthread_cond_t reg_cond;
     cn_map names;                   /* name -> cn_name_slot */
-    cn_map senders;                 /* sender unique name -> last sequence number (boxed) */
+    cn_map last_seq;                /* "sender\nname" -> last sequence number seen (I/O thread) */
     uint64_t next_id;
     cn_entry *running;              /* the entry whose callback runs now, if any */
 
@@ -105,8 +123,12 @@ struct CNotify_center {
 int cn_on_io_thread(CNotify_center *c);
 uint32_t cn_center_start(CNotify_center *c);            /* connect + spawn I/O thread */
 void cn_io_wake(CNotify_center *c);
-uint32_t cn_io_require_rule(CNotify_center *c);         /* install the match rule (blocking) */
+uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name); /* add + await rules */
+void cn_rules_for_gone_name(CNotify_center *c, cn_name_slot *slot, const char *name); /* reg_lock held */
+void cn_rules_after_connect(CNotify_center *c, DBusConnection *conn); /* I/O thread */
 void cn_io_stop(CNotify_center *c);
+void cn_gate_enter(CNotify_center *c);                  /* shared: around a send from any thread */
+void cn_gate_leave(CNotify_center *c);
 DBusConnection *cn_connect(CNotify_center *c);          /* open + register + rule */
 void cn_dispatch_post(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq);
 

@@ -114,6 +114,21 @@ static void toggle_timeout(DBusTimeout *t, void *data) {
     if (!cn_on_io_thread(c)) cn_io_wake(c);
 }
 
+void cn_gate_enter(CNotify_center *c) {
+    if (!cn_on_io_thread(c)) pthread_rwlock_rdlock(&c->io_gate); /* the I/O thread never races itself */
+}
+
+void cn_gate_leave(CNotify_center *c) {
+    if (!cn_on_io_thread(c)) pthread_rwlock_unlock(&c->io_gate);
+}
+
+/* A flush on another thread may read messages into the queue: make the I/O thread dispatch them. */
+static void dispatch_status(DBusConnection *conn, DBusDispatchStatus status, void *data) {
+    (void)conn;
+    CNotify_center *c = data;
+    if (status == DBUS_DISPATCH_DATA_REMAINS && !cn_on_io_thread(c)) cn_io_wake(c);
+}
+
 static void wakeup_main(void *data) {
     CNotify_center *c = data;
     if (!cn_on_io_thread(c)) cn_io_wake(c);
@@ -124,8 +139,11 @@ static void wakeup_main(void *data) {
 static DBusHandlerResult filter(DBusConnection *conn, DBusMessage *msg, void *data) {
     (void)conn;
     CNotify_center *c = data;
-    if (dbus_message_get_type(msg) != DBUS_MESSAGE_TYPE_SIGNAL ||
-        !dbus_message_is_signal(msg, CN_INTERFACE, CN_MEMBER) || !dbus_message_has_path(msg, CN_PATH))
+    if (dbus_message_get_type(msg) != DBUS_MESSAGE_TYPE_SIGNAL || !dbus_message_has_member(msg, CN_MEMBER) ||
+        !dbus_message_has_path(msg, CN_PATH))
+        return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
+    const char *iface = dbus_message_get_interface(msg);
+    if (!iface || (strcmp(iface, CN_INTERFACE) != 0 && strncmp(iface, CN_BUCKET_PREFIX, strlen(CN_BUCKET_PREFIX)) != 0))
         return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
     DBusMessageIter it;
     if (!dbus_message_iter_init(msg, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_STRING)
@@ -170,16 +188,6 @@ DBusConnection *cn_connect(CNotify_center *c) {
         cn_set_error("the bus at %s refused us: %s", address, err.message ? err.message : "unknown error");
         goto fail_close;
     }
-    pthread_mutex_lock(&c->lock);
-    int want_rule = c->rule_wanted;
-    pthread_mutex_unlock(&c->lock);
-    if (want_rule) {
-        dbus_bus_add_match(conn, CN_MATCH_RULE, &err);
-        if (dbus_error_is_set(&err)) {
-            cn_set_error("the bus at %s refused our match rule: %s", address, err.message);
-            goto fail_close;
-        }
-    }
     if (!dbus_connection_add_filter(conn, filter, c, NULL) ||
         !dbus_connection_set_watch_functions(conn, add_watch, remove_watch, toggle_watch, c, NULL) ||
         !dbus_connection_set_timeout_functions(conn, add_timeout, remove_timeout, toggle_timeout, c, NULL)) {
@@ -187,9 +195,9 @@ DBusConnection *cn_connect(CNotify_center *c) {
         goto fail_close;
     }
     dbus_connection_set_wakeup_main_function(conn, wakeup_main, c, NULL);
+    dbus_connection_set_dispatch_status_function(conn, dispatch_status, c, NULL);
     pthread_mutex_lock(&c->lock);
     if (c->kind == CN_BUS_EMBEDDED || !c->address) { free(c->address); c->address = address; address = NULL; }
-    c->rule_installed = want_rule;
     pthread_mutex_unlock(&c->lock);
     free(address);
     return conn;
@@ -208,7 +216,6 @@ static void drop_connection(CNotify_center *c) {
     DBusConnection *conn = c->conn;
     c->conn = NULL;
     c->connected = 0;
-    c->rule_installed = 0;
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     if (conn) {
@@ -226,20 +233,18 @@ static void wait_wake(CNotify_center *c, int timeout_ms) {
     }
 }
 
-/* Installs the match rule if an observer registered since we connected (blocking call). */
-static void run_requests(CNotify_center *c, DBusConnection *conn) {
+/* Makes `conn` the center's connection and adds every rule the registry needs, atomically with
+ * respect to registrations (both hold reg_lock), so none is added twice or missed. */
+static void publish_connection(CNotify_center *c, DBusConnection *conn) {
+    pthread_mutex_lock(&c->reg_lock);
     pthread_mutex_lock(&c->lock);
-    int need_rule = c->rule_wanted && !c->rule_installed;
-    pthread_mutex_unlock(&c->lock);
-    if (!need_rule) return;
-    DBusError err;
-    dbus_error_init(&err);
-    dbus_bus_add_match(conn, CN_MATCH_RULE, &err);
-    pthread_mutex_lock(&c->lock);
-    if (!dbus_error_is_set(&err)) c->rule_installed = 1;
+    c->conn = conn;
+    c->connected = 1;
+    c->conn_gen++;
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
-    dbus_error_free(&err);
+    cn_rules_after_connect(c, conn);
+    pthread_mutex_unlock(&c->reg_lock);
 }
 
 static void poll_once(CNotify_center *c) {
@@ -282,23 +287,25 @@ static void poll_once(CNotify_center *c) {
         if (fds[i].revents & POLLOUT) flags |= DBUS_WATCH_WRITABLE;
         if (fds[i].revents & POLLERR) flags |= DBUS_WATCH_ERROR;
         if (fds[i].revents & POLLHUP) flags |= DBUS_WATCH_HANGUP;
-        /* Handling one watch may free another (disconnection): check it is still registered,
-         * and keep the lock while handling so no poster frees it meanwhile (see internal.h). */
-        pthread_mutex_lock(&c->watch_lock);
+        /* Handling one watch, or a sender meanwhile, may have freed this one (disconnection):
+         * check it is still registered, with the gate held so no sender frees it now. */
+        pthread_rwlock_wrlock(&c->io_gate);
         if (watch_alive(c, ws[i])) dbus_watch_handle(ws[i], flags);
-        pthread_mutex_unlock(&c->watch_lock);
+        pthread_rwlock_unlock(&c->io_gate);
     }
     now = now_ms();
     for (;;) {
         DBusTimeout *due = NULL;
+        pthread_rwlock_wrlock(&c->io_gate);
         pthread_mutex_lock(&c->watch_lock);
         for (size_t i = 0; i < c->ntimeouts && !due; i++)
             if (dbus_timeout_get_enabled(c->timeouts[i]) && c->timeout_deadline[i] <= now) {
                 due = c->timeouts[i];
                 c->timeout_deadline[i] = now + (uint64_t)dbus_timeout_get_interval(due);
             }
-        if (due) dbus_timeout_handle(due); /* under the lock, like watches */
         pthread_mutex_unlock(&c->watch_lock);
+        if (due) dbus_timeout_handle(due);
+        pthread_rwlock_unlock(&c->io_gate);
         if (!due) break;
     }
 }
@@ -321,13 +328,8 @@ static void *io_main(void *arg) {
             }
             backoff = BACKOFF_FIRST_MS;
             atomic_fetch_add(&c->reconnects, 1);
-            pthread_mutex_lock(&c->lock);
-            c->conn = conn;
-            c->connected = 1;
-            pthread_cond_broadcast(&c->cond);
-            pthread_mutex_unlock(&c->lock);
+            publish_connection(c, conn);
         }
-        run_requests(c, conn);
         while (dbus_connection_dispatch(conn) == DBUS_DISPATCH_DATA_REMAINS) {}
         if (!dbus_connection_get_is_connected(conn)) {
             drop_connection(c);
@@ -348,8 +350,7 @@ uint32_t cn_center_start(CNotify_center *c) {
         DBusConnection *conn = st == NOTIFY_STATUS_OK ? cn_connect(c) : NULL;
         if (!conn && st == NOTIFY_STATUS_OK) st = NOTIFY_STATUS_SERVER_NOT_FOUND;
         if (conn) {
-            c->conn = conn;
-            c->connected = 1;
+            publish_connection(c, conn);
             if (pthread_create(&c->io_thread, NULL, io_main, c) != 0) {
                 cn_set_error("cannot start the notification I/O thread");
                 dbus_connection_close(conn);
@@ -364,34 +365,6 @@ uint32_t cn_center_start(CNotify_center *c) {
     }
     pthread_mutex_unlock(&c->start_lock);
     return st;
-}
-
-uint32_t cn_io_require_rule(CNotify_center *c) {
-    pthread_mutex_lock(&c->lock);
-    c->rule_wanted = 1;
-    if (c->rule_installed || !c->connected) {
-        /* installed, or it will be when the I/O thread reconnects */
-        pthread_mutex_unlock(&c->lock);
-        return NOTIFY_STATUS_OK;
-    }
-    if (cn_on_io_thread(c)) {
-        pthread_mutex_unlock(&c->lock);
-        run_requests(c, c->conn);
-        return NOTIFY_STATUS_OK;
-    }
-    cn_io_wake(c);
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += 30;
-    while (!c->rule_installed && c->connected)
-        if (pthread_cond_timedwait(&c->cond, &c->lock, &deadline) == ETIMEDOUT) break;
-    int ok = c->rule_installed || !c->connected;
-    pthread_mutex_unlock(&c->lock);
-    if (!ok) {
-        cn_set_error("the bus did not accept our match rule within 30 s");
-        return NOTIFY_STATUS_SERVER_NOT_FOUND;
-    }
-    return NOTIFY_STATUS_OK;
 }
 
 void cn_io_stop(CNotify_center *c) {

@@ -113,3 +113,23 @@ extension NotifyCenter {
     /// The C center (`CNotify_center *`), for code that mixes this API with `CNotify_*` calls.
     public var cCenter: OpaquePointer { handle }
 }
+
+/// What a center has seen since it started (`CNotify_center_get_stats`).
+public struct NotifyStatistics: Sendable, Equatable {
+    /// Post signals that reached this process.
+    public let received: UInt64
+    /// Observer invocations.
+    public let delivered: UInt64
+    /// Posts missing from a sender's numbering of a name: dropped by the bus on the way here.
+    public let gaps: UInt64
+    /// Reconnections after the bus went away.
+    public let reconnects: UInt64
+}
+
+extension NotifyCenter {
+    public var statistics: NotifyStatistics {
+        var s = CNotify_stats()
+        CNotify_center_get_stats(handle, &s)
+        return NotifyStatistics(received: s.received, delivered: s.delivered, gaps: s.gaps, reconnects: s.reconnects)
+    }
+}

@@ -1,7 +1,8 @@
 /*
- * dbus-floor: the raw-libdbus floor for notify-bench. The same signal shape as DarwinNotify
- * (path /org/darwinnotify, interface org.darwinnotify.Notify, member Post, body (s name, t seq),
- * one match rule on the interface) and no wrapper at all: one thread, blocking dispatch.
+ * dbus-floor: the raw-libdbus floor for notify-bench. The same signal shape and routing as
+ * DarwinNotify (docs/PROTOCOL.md: path /org/darwinnotify, the name's bucket interface
+ * org.darwinnotify.Notify.Hxxx, member Post, body (s name, t seq), one exact arg0 rule for the
+ * observed name) and no wrapper at all: one thread, blocking dispatch.
  * Usage: dbus-floor echo PING PONG | dbus-floor ping PING PONG N   (bus: DARWIN_NOTIFY_BUS address)
  */
 #include <dbus/dbus.h>
@@ -16,8 +17,17 @@ static const char *want, *reply;
 static int seen;
 static dbus_uint64_t seq;
 
+/* The bucket interface of a name, per docs/PROTOCOL.md (FNV-1a 32, low 12 bits, 3 hex digits). */
+static void bucket(const char *name, char out[32]) {
+    uint32_t h = 2166136261u;
+    for (const char *p = name; *p; p++) { h ^= (unsigned char)*p; h *= 16777619u; }
+    snprintf(out, 32, "org.darwinnotify.Notify.H%03x", h & 0xfffu);
+}
+
 static void post(const char *name) {
-    DBusMessage *m = dbus_message_new_signal("/org/darwinnotify", "org.darwinnotify.Notify", "Post");
+    char iface[32];
+    bucket(name, iface);
+    DBusMessage *m = dbus_message_new_signal("/org/darwinnotify", iface, "Post");
     seq++;
     dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID);
     dbus_connection_send(conn, m, NULL);
@@ -28,7 +38,8 @@ static void post(const char *name) {
 static DBusHandlerResult filter(DBusConnection *c, DBusMessage *msg, void *data) {
     (void)c; (void)data;
     const char *name = NULL;
-    if (!dbus_message_is_signal(msg, "org.darwinnotify.Notify", "Post")) return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
+    if (!dbus_message_has_member(msg, "Post") || !dbus_message_has_path(msg, "/org/darwinnotify"))
+        return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
     DBusMessageIter it;
     if (!dbus_message_iter_init(msg, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_STRING)
         return DBUS_HANDLER_RESULT_HANDLED;
@@ -60,9 +71,17 @@ int main(int argc, char **argv) {
         return 1;
     }
     dbus_connection_set_exit_on_disconnect(conn, FALSE);
-    dbus_bus_add_match(conn, "type='signal',path='/org/darwinnotify',interface='org.darwinnotify.Notify',member='Post'", &err);
-    dbus_connection_add_filter(conn, filter, NULL, NULL);
     int echo = strcmp(argv[1], "echo") == 0;
+    const char *observed = echo ? argv[2] : argv[3];
+    char iface[32], rule[1024];
+    bucket(observed, iface);
+    snprintf(rule, sizeof rule, "type='signal',path='/org/darwinnotify',interface='%s',member='Post',arg0='%s'", iface, observed);
+    dbus_bus_add_match(conn, rule, &err);
+    if (dbus_error_is_set(&err)) {
+        fprintf(stderr, "dbus-floor: AddMatch: %s\n", err.message);
+        return 1;
+    }
+    dbus_connection_add_filter(conn, filter, NULL, NULL);
     if (echo) {
         want = argv[2];
         reply = argv[3];

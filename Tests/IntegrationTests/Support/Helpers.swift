@@ -19,3 +19,11 @@ func repeatUntil(timeout: TimeInterval = 20, interval: TimeInterval = 0.1, _ wha
         while Date() < pause && !done() { usleep(10_000) }
     }
 }
+
+/// The bucket interface of a name, computed from docs/PROTOCOL.md independently of the C core.
+func bucketInterface(_ name: String) -> String {
+    var h: UInt32 = 2_166_136_261
+    for byte in name.utf8 { h = (h ^ UInt32(byte)) &* 16_777_619 }
+    let hex = String(h & 0xfff, radix: 16)
+    return "org.darwinnotify.Notify.H" + String(repeating: "0", count: 3 - hex.count) + hex
+}

@@ -1,0 +1,194 @@
+/*
+ * Match rules: one exact rule per observed name (on the name's bucket interface) plus one rule
+ * per connection for the plain interface that foreign posters use. A registration returns only
+ * once its rule is in the bus, so posts made by others after it returns are delivered.
+ *
+ * Each name's slot records the connection generation its rule was added on, under reg_lock, so
+ * a rule is added exactly once per connection however registrations and reconnects interleave.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "internal.h"
+
+/* A waiter for one AddMatch reply, shared by the registering thread and libdbus (two refs). */
+typedef struct cn_waiter {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done, refs;
+} cn_waiter;
+
+static void waiter_notify(DBusPendingCall *pc, void *data) {
+    (void)pc;
+    cn_waiter *w = data;
+    pthread_mutex_lock(&w->lock);
+    w->done = 1;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void waiter_unref(void *data) {
+    cn_waiter *w = data;
+    pthread_mutex_lock(&w->lock);
+    int last = --w->refs == 0;
+    pthread_mutex_unlock(&w->lock);
+    if (last) {
+        pthread_mutex_destroy(&w->lock);
+        pthread_cond_destroy(&w->cond);
+        free(w);
+    }
+}
+
+typedef struct cn_request {
+    DBusPendingCall *call;
+    cn_waiter *waiter;
+} cn_request;
+
+/* Sends AddMatch from the calling thread; the I/O thread reads the reply and wakes the waiter.
+ * A request with no call means nothing was sent (disconnected): the reconnect adds the rule. */
+static cn_request send_add_match(DBusConnection *conn, const char *rule) {
+    cn_request r = { NULL, NULL };
+    DBusMessage *m = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS, "AddMatch");
+    cn_waiter *w = calloc(1, sizeof *w);
+    if (m && w && dbus_message_append_args(m, DBUS_TYPE_STRING, &rule, DBUS_TYPE_INVALID) &&
+        dbus_connection_send_with_reply(conn, m, &r.call, 30000) && r.call) {
+        pthread_mutex_init(&w->lock, NULL);
+        pthread_cond_init(&w->cond, NULL);
+        w->refs = 2;
+        if (dbus_pending_call_set_notify(r.call, waiter_notify, w, waiter_unref)) {
+            r.waiter = w;
+            w = NULL;
+        } else {
+            w->refs = 1; /* libdbus did not take it */
+        }
+    }
+    if (w) {
+        if (w->refs) { w->refs = 1; waiter_unref(w); } /* initialised but not handed to libdbus */
+        else free(w);
+    }
+    if (m) dbus_message_unref(m);
+    return r;
+}
+
+/* Waits for the reply. A lost connection is not a failure: the reconnect re-adds every rule. */
+static uint32_t await_add_match(cn_request r, const char *name) {
+    if (!r.call) return NOTIFY_STATUS_OK;
+    uint32_t st = NOTIFY_STATUS_OK;
+    if (r.waiter) {
+        /* libdbus completes the call on the reply, at its 30 s timeout, or on disconnection;
+         * this deadline only guards against an I/O thread that stopped. */
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += 40;
+        pthread_mutex_lock(&r.waiter->lock);
+        while (!r.waiter->done && !dbus_pending_call_get_completed(r.call))
+            if (pthread_cond_timedwait(&r.waiter->cond, &r.waiter->lock, &deadline) == ETIMEDOUT) break;
+        pthread_mutex_unlock(&r.waiter->lock);
+    }
+    DBusMessage *reply = dbus_pending_call_get_completed(r.call) ? dbus_pending_call_steal_reply(r.call) : NULL;
+    if (!reply) {
+        dbus_pending_call_cancel(r.call);
+        cn_set_error("the bus did not answer AddMatch for '%s' within 40 s", name);
+        st = NOTIFY_STATUS_SERVER_NOT_FOUND;
+    } else {
+        const char *err = dbus_message_get_type(reply) == DBUS_MESSAGE_TYPE_ERROR ? dbus_message_get_error_name(reply) : NULL;
+        if (err && strcmp(err, DBUS_ERROR_DISCONNECTED) != 0 && strcmp(err, DBUS_ERROR_NO_REPLY) != 0) {
+            const char *text = NULL;
+            dbus_message_get_args(reply, NULL, DBUS_TYPE_STRING, &text, DBUS_TYPE_INVALID);
+            cn_set_error("the bus refused the match rule for '%s': %s (%s)", name, text ? text : "", err);
+            st = NOTIFY_STATUS_FAILED;
+        }
+        dbus_message_unref(reply);
+    }
+    if (r.waiter) waiter_unref(r.waiter);
+    dbus_pending_call_unref(r.call);
+    return st;
+}
+
+/* On the I/O thread nobody else can read the reply, so block here (libdbus reads for us). */
+static uint32_t add_match_blocking(DBusConnection *conn, const char *rule, const char *name) {
+    DBusError err;
+    dbus_error_init(&err);
+    dbus_bus_add_match(conn, rule, &err);
+    uint32_t st = NOTIFY_STATUS_OK;
+    if (dbus_error_is_set(&err) && strcmp(err.name, DBUS_ERROR_DISCONNECTED) != 0 && strcmp(err.name, DBUS_ERROR_NO_REPLY) != 0) {
+        cn_set_error("the bus refused the match rule for '%s': %s (%s)", name, err.message, err.name);
+        st = NOTIFY_STATUS_FAILED;
+    }
+    dbus_error_free(&err);
+    return st;
+}
+
+static DBusConnection *current_connection(CNotify_center *c, uint64_t *gen) {
+    pthread_mutex_lock(&c->lock);
+    DBusConnection *conn = c->conn ? dbus_connection_ref(c->conn) : NULL;
+    *gen = c->conn_gen;
+    pthread_mutex_unlock(&c->lock);
+    return conn;
+}
+
+uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name) {
+    char rule[CN_RULE_MAX + 64];
+    int need_compat = 0, need_name = 0;
+    uint64_t gen;
+    pthread_mutex_lock(&c->reg_lock);
+    cn_name_slot *slot = cn_map_get(&c->names, name);
+    DBusConnection *conn = current_connection(c, &gen);
+    if (slot && conn) {
+        need_compat = c->compat_gen != gen;
+        need_name = slot->rule_gen != gen;
+        if (need_compat) c->compat_gen = gen;
+        if (need_name) slot->rule_gen = gen;
+    }
+    if (need_name) cn_name_rule(name, rule, sizeof rule);
+    uint32_t st = NOTIFY_STATUS_OK;
+    if (cn_on_io_thread(c)) {
+        pthread_mutex_unlock(&c->reg_lock);
+        if (need_compat) st = add_match_blocking(conn, CN_COMPAT_RULE, name);
+        if (need_name && st == NOTIFY_STATUS_OK) st = add_match_blocking(conn, rule, name);
+    } else {
+        /* Sent under reg_lock, so a reconnect cannot slip between deciding and sending. */
+        cn_request compat = { NULL, NULL }, exact = { NULL, NULL };
+        cn_gate_enter(c);
+        if (need_compat) compat = send_add_match(conn, CN_COMPAT_RULE);
+        if (need_name) exact = send_add_match(conn, rule);
+        cn_gate_leave(c);
+        pthread_mutex_unlock(&c->reg_lock);
+        uint32_t st1 = await_add_match(compat, name);
+        uint32_t st2 = await_add_match(exact, name);
+        st = st1 != NOTIFY_STATUS_OK ? st1 : st2;
+    }
+    if (conn) dbus_connection_unref(conn);
+    return st;
+}
+
+void cn_rules_for_gone_name(CNotify_center *c, cn_name_slot *slot, const char *name) {
+    uint64_t gen;
+    DBusConnection *conn = current_connection(c, &gen);
+    if (conn && slot->rule_gen == gen) {
+        char rule[CN_RULE_MAX + 64];
+        cn_name_rule(name, rule, sizeof rule);
+        cn_gate_enter(c);
+        dbus_bus_remove_match(conn, rule, NULL); /* NULL error: sent without waiting for a reply */
+        cn_gate_leave(c);
+    }
+    if (conn) dbus_connection_unref(conn);
+}
+
+void cn_rules_after_connect(CNotify_center *c, DBusConnection *conn) {
+    uint64_t gen;
+    DBusConnection *current = current_connection(c, &gen);
+    if (current) dbus_connection_unref(current);
+    if (c->names.count == 0) return;
+    char rule[CN_RULE_MAX + 64];
+    dbus_bus_add_match(conn, CN_COMPAT_RULE, NULL); /* no reply awaited: thousands may follow */
+    c->compat_gen = gen;
+    for (size_t i = 0; i < c->names.nbuckets; i++)
+        for (cn_map_node *node = c->names.buckets[i]; node; node = node->next) {
+            cn_name_slot *slot = node->value;
+            cn_name_rule(node->key, rule, sizeof rule);
+            dbus_bus_add_match(conn, rule, NULL);
+            slot->rule_gen = gen;
+        }
+}

@@ -1,0 +1,33 @@
+/* The wire contract's computed parts: bucket interfaces and match rules (docs/PROTOCOL.md). */
+#include <stdio.h>
+#include <string.h>
+#include "internal.h"
+
+uint32_t cn_fnv1a32(const char *s) {
+    uint32_t h = 2166136261u;
+    for (; *s; s++) { h ^= (unsigned char)*s; h *= 16777619u; }
+    return h;
+}
+
+void cn_bucket_interface(const char *name, char buf[32]) {
+    snprintf(buf, 32, CN_BUCKET_PREFIX "%03x", cn_fnv1a32(name) & CN_BUCKET_MASK);
+}
+
+void cn_name_rule(const char *name, char *buf, size_t len) {
+    char iface[32];
+    cn_bucket_interface(name, iface);
+    int head = snprintf(buf, len, "type='signal',path='" CN_PATH "',interface='%s',member='" CN_MEMBER "'", iface);
+    /* In a match rule a quote inside a value is written '\'' (close, escaped quote, reopen). */
+    size_t escaped = 0;
+    for (const char *p = name; *p; p++) escaped += *p == '\'' ? 4 : 1;
+    size_t total = (size_t)head + strlen(",arg0=''") + escaped;
+    if (total >= CN_RULE_MAX || total >= len) return; /* too long: keep the bucket rule */
+    char *out = buf + head;
+    out += sprintf(out, ",arg0='");
+    for (const char *p = name; *p; p++) {
+        if (*p == '\'') { memcpy(out, "'\\''", 4); out += 4; }
+        else *out++ = *p;
+    }
+    *out++ = '\'';
+    *out = '\0';
+}
