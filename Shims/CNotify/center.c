@@ -104,12 +104,17 @@ static void free_slot(void *p) {
 
 void CNotify_center_destroy(CNotify_center *c) {
     if (!c || c == default_center) return;
-    cn_io_stop(c);
     pthread_mutex_lock(&centers_lock);
     for (size_t i = 0; i < ncenters; i++)
         if (centers[i] == c) { centers[i] = centers[--ncenters]; break; }
     pthread_mutex_unlock(&centers_lock);
-    /* The I/O thread has ended: nothing is pinned or running any more. */
+    /* From one of its own callbacks (a binding releasing its last reference there), the I/O
+     * thread frees the center when it leaves its loop; otherwise it has ended here. */
+    if (cn_io_stop(c)) cn_center_free(c);
+}
+
+void cn_center_free(CNotify_center *c) {
+    /* The I/O thread has ended or is ending: nothing is pinned or running any more. */
     for (size_t b = 0; b < c->names.nbuckets; b++)
         for (cn_map_node *node = c->names.buckets[b]; node; node = node->next) {
             cn_name_slot *slot = node->value;
@@ -124,6 +129,13 @@ void CNotify_center_destroy(CNotify_center *c) {
     free(c->timeout_deadline);
     free(c->bus_spec);
     free(c->address);
+    pthread_rwlock_destroy(&c->io_gate);
+    pthread_mutex_destroy(&c->watch_lock);
+    pthread_mutex_destroy(&c->reg_lock);
+    pthread_cond_destroy(&c->reg_cond);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    pthread_mutex_destroy(&c->start_lock);
     free(c);
 }
 

@@ -93,6 +93,7 @@ struct CNotify_center {
     DBusConnection *conn;           /* opened and closed by the I/O thread; NULL while disconnected */
     int connected;
     int stopping;
+    int free_on_exit;               /* destroyed from its own I/O thread: that thread frees it */
     uint64_t conn_gen;              /* bumped on every (re)connection; 0 = never connected */
     uint64_t compat_gen;            /* generation holding the plain-interface rule */
     cn_map post_counts;             /* name -> posts so far (the per-name sequence number) */
@@ -126,7 +127,10 @@ void cn_io_wake(CNotify_center *c);
 uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name); /* add + await rules */
 void cn_rules_for_gone_name(CNotify_center *c, cn_name_slot *slot, const char *name); /* reg_lock held */
 void cn_rules_after_connect(CNotify_center *c, DBusConnection *conn); /* I/O thread */
-void cn_io_stop(CNotify_center *c);
+/* Stops the I/O thread. Returns 0 when called on the I/O thread itself: the thread then frees the
+ * center (cn_center_free) once it has left its loop. */
+int cn_io_stop(CNotify_center *c);
+void cn_center_free(CNotify_center *c);
 void cn_gate_enter(CNotify_center *c);                  /* shared: around a send from any thread */
 void cn_gate_leave(CNotify_center *c);
 DBusConnection *cn_connect(CNotify_center *c);          /* open + register + rule */

@@ -338,6 +338,10 @@ static void *io_main(void *arg) {
         poll_once(c);
     }
     drop_connection(c);
+    pthread_mutex_lock(&c->lock);
+    int free_self = c->free_on_exit;
+    pthread_mutex_unlock(&c->lock);
+    if (free_self) cn_center_free(c); /* destroyed from a callback: nobody else may free it */
     return NULL;
 }
 
@@ -367,12 +371,18 @@ uint32_t cn_center_start(CNotify_center *c) {
     return st;
 }
 
-void cn_io_stop(CNotify_center *c) {
-    if (!c->started) return;
+int cn_io_stop(CNotify_center *c) {
+    if (!c->started) return 1;
+    int self = cn_on_io_thread(c);
     pthread_mutex_lock(&c->lock);
     c->stopping = 1;
+    c->free_on_exit = self;
     pthread_mutex_unlock(&c->lock);
     cn_io_wake(c);
-    if (!cn_on_io_thread(c)) pthread_join(c->io_thread, NULL);
-    else pthread_detach(c->io_thread);
+    if (self) {
+        pthread_detach(c->io_thread);
+        return 0;
+    }
+    pthread_join(c->io_thread, NULL);
+    return 1;
 }
