@@ -19,12 +19,14 @@ static CNotify_center **centers;
 static size_t ncenters;
 
 static void flush_all_at_exit(void) {
+    if (cn_is_forked_child()) return; /* the connections are the parent's */
     pthread_mutex_lock(&centers_lock);
     for (size_t i = 0; i < ncenters; i++) CNotify_center_flush(centers[i], 2000);
     pthread_mutex_unlock(&centers_lock);
 }
 
 static CNotify_center *center_alloc(const char *bus) {
+    cn_fork_guard_install();
     CNotify_center *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->bus_spec = bus ? strdup(bus) : NULL;
@@ -183,7 +185,8 @@ static uint32_t add_entry(CNotify_center *c, cn_entry *e) {
 }
 
 static uint32_t register_entry(CNotify_center *c, cn_entry *e, const char *name, uint64_t *out_id) {
-    uint32_t st = cn_center_start(c);
+    uint32_t st = cn_fork_check();
+    if (st == NOTIFY_STATUS_OK) st = cn_center_start(c);
     if (st == NOTIFY_STATUS_OK) st = add_entry(c, e);
     if (st == NOTIFY_STATUS_OK) {
         uint64_t id = e->id; /* read now: once registered, a remove on another thread may free e */
@@ -231,6 +234,7 @@ static size_t remove_in_slot(CNotify_center *c, const char *name, cn_name_slot *
 }
 
 static uint32_t remove_where(CNotify_center *c, const char *name, entry_pred pred, const void *a, uint64_t b) {
+    if (cn_is_forked_child()) return 0; /* nothing of the parent's is ours to change */
     cn_entry **to_free = NULL;
     size_t nfree = 0, removed = 0;
     pthread_mutex_lock(&c->reg_lock);
@@ -354,6 +358,7 @@ static int match_id(const cn_entry *e, const void *unused, uint64_t id) {
 
 uint32_t CNotify_center_remove_observer(CNotify_center *c, const void *observer, const char *name) {
     cn_clear_error();
+    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
     if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
@@ -363,6 +368,7 @@ uint32_t CNotify_center_remove_observer(CNotify_center *c, const void *observer,
 
 uint32_t CNotify_center_remove_every_observer(CNotify_center *c, const void *observer) {
     cn_clear_error();
+    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
     if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     remove_where(c, NULL, match_observer, observer, 0);
     return NOTIFY_STATUS_OK;
@@ -370,6 +376,7 @@ uint32_t CNotify_center_remove_every_observer(CNotify_center *c, const void *obs
 
 uint32_t CNotify_center_remove_handler(CNotify_center *c, uint64_t id) {
     if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
     if (remove_where(c, NULL, match_id, NULL, id) == 0) {
         cn_set_error("no registration with id %llu", (unsigned long long)id);
         return NOTIFY_STATUS_INVALID_TOKEN;
@@ -382,6 +389,7 @@ uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
     if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
+    if ((st = cn_fork_check()) != NOTIFY_STATUS_OK) return st;
     st = cn_center_start(c);
     if (st != NOTIFY_STATUS_OK) return st;
     char iface[32];
@@ -417,6 +425,8 @@ uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
 uint32_t CNotify_center_flush(CNotify_center *c, int timeout_ms) {
     (void)timeout_ms; /* dbus_connection_flush waits until written or disconnected */
     if (!c) return NOTIFY_STATUS_NULL_INPUT;
+    uint32_t st = cn_fork_check();
+    if (st != NOTIFY_STATUS_OK) return st;
     if (!atomic_load(&c->started)) return NOTIFY_STATUS_OK;
     pthread_mutex_lock(&c->lock);
     DBusConnection *conn = c->conn ? dbus_connection_ref(c->conn) : NULL;

@@ -28,6 +28,13 @@ void cn_bucket_interface(const char *name, char buf[32]);
  * the bus's limit, the rule of the whole bucket instead (the process filters by name anyway). */
 void cn_name_rule(const char *name, char *buf, size_t len);
 
+/* ---- fork.c: a connection never crosses fork() ---- */
+/* NOTIFY_STATUS_OK in the process that made the centers; in a forked child (until exec),
+ * NOTIFY_STATUS_OPT_DISABLE with an explanation, as on macOS. */
+uint32_t cn_fork_check(void);
+void cn_fork_guard_install(void);
+int cn_is_forked_child(void);
+
 /* ---- errors.c ---- */
 void cn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cn_clear_error(void);

@@ -172,6 +172,7 @@ uint32_t notify_register_file_descriptor(const char *name, int *notify_fd, int f
 
 uint32_t notify_check(int token, int *check) {
     if (!check) { cn_set_error("check is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
     pthread_mutex_lock(&tok_lock);
     cn_token *t = lookup(token);
     if (!t) {
@@ -189,6 +190,7 @@ uint32_t notify_check(int token, int *check) {
 
 uint32_t notify_cancel(int token) {
     cn_clear_error();
+    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
     pthread_mutex_lock(&tok_lock);
     cn_token *t = lookup(token);
     if (t) erase(token);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/wait.h>
 #include <darwin_notify.h>
 #include <notify.h>
 
@@ -239,6 +240,29 @@ static int cmd_observe_many(int argc, char **argv) {
     return 0;
 }
 
+/* fork NAME: with a live registration, fork; the child's calls must be refused (never touching
+ * the parent's socket) and it exits through exit(); the parent must still post and receive. */
+static int cmd_fork(int argc, char **argv) {
+    if (argc < 1) return fail("usage: fork NAME", NOTIFY_STATUS_INVALID_REQUEST);
+    CNotify_center *c = CNotify_center_get_darwin_notify_center();
+    uint32_t st = CNotify_center_add_observer(c, &target, print_cb, argv[0]);
+    if (st != NOTIFY_STATUS_OK) return fail("add_observer", st);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int token;
+        uint32_t a = notify_post(argv[0]), b = notify_register_check(argv[0], &token);
+        exit(a == NOTIFY_STATUS_OPT_DISABLE && b == NOTIFY_STATUS_OPT_DISABLE ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    printf("child status=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    fflush(stdout);
+    target = 1;
+    st = notify_post(argv[0]);
+    if (st != NOTIFY_STATUS_OK) return fail("post after fork", st);
+    return wait_target(60);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: cnotify-probe observe|post|reentrant|remove-in-callback|fd|bench-echo|bench-ping ...\n");
@@ -255,6 +279,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench-echo")) return cmd_bench_echo(argc, argv);
     if (!strcmp(cmd, "bench-ping")) return cmd_bench_ping(argc, argv);
     if (!strcmp(cmd, "observe-many")) return cmd_observe_many(argc, argv);
+    if (!strcmp(cmd, "fork")) return cmd_fork(argc, argv);
     fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
     return 64;
 }

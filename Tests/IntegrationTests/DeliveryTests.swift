@@ -76,5 +76,12 @@ extension IntegrationSuites {
             let line = try #require(waiter.lines.first)
             #expect(line.wholeMatch(of: /\[\d+\] \d+\.\d{3} verbose\.x 0 port/) != nil, "got: \(line)")
         }
+
+        @Test("a forked child is refused (OPT_DISABLE) and leaves the parent's connection intact")
+        func forkedChild() throws {
+            let probe = try ChildProcess("cnotify-probe", ["fork", "fork.x"], environment: bus.environment)
+            #expect(try probe.waitForExit() == 0, "\(probe.stderr)")
+            #expect(probe.lines == ["child status=0", "fork.x"])
+        }
     }
 }
