@@ -54,13 +54,20 @@ public final class NotifyCenter: @unchecked Sendable {
     /// Calls `handler` on `queue` for each post of `name`, until the returned observation is
     /// cancelled or released. On a serial queue, posts arrive in the order each poster made them
     /// (as with Apple's `notify_register_dispatch`; a concurrent queue may run them side by side).
-    /// Once `cancel()` returns no new invocation starts; one already running on `queue` finishes.
+    ///
+    /// With `queue: nil` the handler runs on the center's delivery thread, like a C callback
+    /// (Foundation's `NotificationCenter` runs a nil-queue block on the posting thread): no thread
+    /// hop, in arrival order, one at a time. Keep such a handler short, as every observer of the
+    /// center waits for it.
+    ///
+    /// Once `cancel()` returns no new invocation starts; one already running finishes.
     public func observe(
         _ name: String,
-        queue: DispatchQueue = NotifyCenter.defaultCallbackQueue,
+        queue: DispatchQueue? = NotifyCenter.defaultCallbackQueue,
         handler: @escaping @Sendable (String) -> Void
     ) throws -> NotificationObservation {
         let state = ObservationState()
+        guard let queue else { return try register(name, state: state, deliver: handler) }
         return try register(name, state: state) { name in
             queue.async {
                 if !state.isCancelled { handler(name) }

@@ -13,6 +13,7 @@ enum PingPong {
         case floor = "raw libdbus floor (C, no wrapper)"
         case cCallback = "C callback (CNotify)"
         case swiftClosure = "Swift closure (DarwinNotify)"
+        case swiftDirect = "Swift closure, queue: nil"
         case swiftAsync = "Swift AsyncSequence (DarwinNotify)"
     }
 
@@ -24,6 +25,7 @@ enum PingPong {
         case .floor: echo = try Child("dbus-floor", ["echo", ping, pong], environment: env)
         case .cCallback: echo = try Child("cnotify-probe", ["bench-echo", ping, pong], environment: env)
         case .swiftClosure, .swiftAsync: echo = try Child("notify-bench", ["_swift-echo", ping, pong], environment: env)
+        case .swiftDirect: echo = try Child("notify-bench", ["_swift-echo-direct", ping, pong], environment: env)
         }
         defer { echo.stop() }
         _ = try echo.readLine { $0 == "ready" }
@@ -32,7 +34,8 @@ enum PingPong {
         switch variant {
         case .floor: rtts = try parse(Child("dbus-floor", ["ping", ping, pong, "\(total)"], environment: env).readToEnd())
         case .cCallback: rtts = try parse(Child("cnotify-probe", ["bench-ping", ping, pong, "\(total)"], environment: env).readToEnd())
-        case .swiftClosure: rtts = try swiftClosurePing(bus: bus, count: total)
+        case .swiftClosure: rtts = try swiftClosurePing(bus: bus, count: total, queue: DispatchQueue(label: "bench.pong"))
+        case .swiftDirect: rtts = try swiftClosurePing(bus: bus, count: total, queue: nil)
         case .swiftAsync: rtts = try await swiftAsyncPing(bus: bus, count: total)
         }
         var result = Samples()
@@ -48,12 +51,12 @@ enum PingPong {
 
     private static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
-    private static func swiftClosurePing(bus: String, count: Int) throws -> [UInt64] {
+    private static func swiftClosurePing(bus: String, count: Int, queue: DispatchQueue?) throws -> [UInt64] {
         let center = try NotifyCenter(bus: bus)
         let arrived = DispatchSemaphore(value: 0)
         // The latency ends when the closure runs, so it takes the time itself.
         let pongAt = Mutex<UInt64>(0)
-        let observation = try center.observe(pong, queue: DispatchQueue(label: "bench.pong")) { _ in
+        let observation = try center.observe(pong, queue: queue) { _ in
             let t = now()
             pongAt.withLock { $0 = t }
             arrived.signal()
@@ -86,10 +89,11 @@ enum PingPong {
         return rtts
     }
 
-    /// The `_swift-echo PING PONG` role: a Swift closure observer that answers each ping.
-    static func runSwiftEcho(ping: String, pong: String) throws -> Never {
+    /// The `_swift-echo[-direct] PING PONG` role: a Swift closure observer that answers each ping,
+    /// on a serial queue or (`queue` nil) on the delivery thread.
+    static func runSwiftEcho(ping: String, pong: String, queue: DispatchQueue?) throws -> Never {
         let center = try NotifyCenter(bus: ProcessInfo.processInfo.environment["DARWIN_NOTIFY_BUS"] ?? "embedded")
-        let observation = try center.observe(ping, queue: DispatchQueue(label: "bench.echo")) { _ in
+        let observation = try center.observe(ping, queue: queue) { _ in
             try? center.post(pong)
         }
         FileHandle.standardOutput.write(Data("ready\n".utf8)) // unbuffered: the readiness handshake

@@ -29,6 +29,8 @@ func latencySuite(_ options: Options) async throws -> [Row] {
             extraCheck: ("p99 ≤ 2× own p50", swift.p99 <= 2 * swift.p50)),
         Row(label: PingPong.Variant.swiftAsync.rawValue, samples: async, reference: floor.p50, target: 1.20,
             extraCheck: ("p99 ≤ 2× own p50", async.p99 <= 2 * async.p50)),
+        // Not a target row: the same closure API with queue: nil (no hop), for comparison.
+        Row(label: PingPong.Variant.swiftDirect.rawValue, samples: results[.swiftDirect]!, reference: floor.p50, target: nil),
     ]
 }
 

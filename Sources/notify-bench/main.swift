@@ -3,8 +3,9 @@
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-if arguments.first == "_swift-echo", arguments.count == 3 {
-    try PingPong.runSwiftEcho(ping: arguments[1], pong: arguments[2])
+if arguments.count == 3, arguments[0] == "_swift-echo" || arguments[0] == "_swift-echo-direct" {
+    let queue = arguments[0] == "_swift-echo" ? DispatchQueue(label: "bench.echo") : nil
+    try PingPong.runSwiftEcho(ping: arguments[1], pong: arguments[2], queue: queue)
 }
 
 func usage() -> Never {

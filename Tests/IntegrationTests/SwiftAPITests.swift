@@ -135,5 +135,24 @@ extension IntegrationSuites {
             #expect(notify_cancel(token) == UInt32(NOTIFY_STATUS_INVALID_TOKEN))
             #expect(notify_check(token, &check) == UInt32(NOTIFY_STATUS_INVALID_TOKEN))
         }
+
+        @Test("queue: nil runs the handler on the delivery thread; posting from it never re-enters")
+        func nilQueue() throws {
+            let depth = Mutex(0), seen = Mutex<[Int]>([]), thread = Mutex<[String]>([])
+            let done = DispatchSemaphore(value: 0)
+            let center = self.center
+            let observation = try center.observe("swift.direct", queue: nil) { name in
+                let (n, d) = depth.withLock { d -> (Int, Int) in d += 1; return (seen.withLock { $0.count } + 1, d) }
+                seen.withLock { $0.append(d) }
+                thread.withLock { $0.append(Thread.isMainThread ? "main" : "other") }
+                if n < 5 { try? center.post(name) } else { done.signal() }
+                depth.withLock { $0 -= 1 }
+            }
+            try center.post("swift.direct")
+            #expect(done.wait(timeout: .now() + 20) == .success)
+            #expect(seen.withLock { $0 } == [1, 1, 1, 1, 1])
+            #expect(thread.withLock { $0 }.allSatisfy { $0 == "other" })
+            observation.cancel()
+        }
     }
 }
