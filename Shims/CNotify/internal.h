@@ -104,6 +104,7 @@ struct CNotify_center {
     uint64_t conn_gen;              /* bumped on every (re)connection; 0 = never connected */
     uint64_t compat_gen;            /* generation holding the plain-interface rule */
     cn_map post_counts;             /* name -> posts so far (the per-name sequence number) */
+    struct cn_waiter *waiters;      /* threads awaiting an AddMatch reply (rules.c), under lock */
 
     /* Watches and timeouts. Only the I/O thread polls and handles them, but a thread that sends
      * (a post, an AddMatch) may write on the socket, and on a broken socket libdbus removes and
@@ -134,6 +135,9 @@ void cn_io_wake(CNotify_center *c);
 uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name); /* add + await rules */
 void cn_rules_for_gone_name(CNotify_center *c, cn_name_slot *slot, const char *name); /* reg_lock held */
 void cn_rules_after_connect(CNotify_center *c, DBusConnection *conn); /* I/O thread */
+/* Releases every thread awaiting an AddMatch on connection generation `gen` (it was dropped:
+ * the reconnect adds the rules). Called with c->lock held. */
+void cn_rules_release_waiters(CNotify_center *c, uint64_t gen);
 /* Stops the I/O thread. Returns 0 when called on the I/O thread itself: the thread then frees the
  * center (cn_center_free) once it has left its loop. */
 int cn_io_stop(CNotify_center *c);

@@ -216,10 +216,15 @@ static void drop_connection(CNotify_center *c) {
     DBusConnection *conn = c->conn;
     c->conn = NULL;
     c->connected = 0;
+    cn_rules_release_waiters(c, c->conn_gen); /* their AddMatch died with the connection */
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     if (conn) {
         dbus_connection_close(conn); /* close before the last unref: a private connection */
+        /* Dispatch once more: libdbus completes the pending calls (AddMatch from registering
+         * threads) of a closed connection only when it is dispatched, and those threads wait for
+         * them. Calls made after the close fail at once. */
+        while (dbus_connection_dispatch(conn) == DBUS_DISPATCH_DATA_REMAINS) {}
         dbus_connection_unref(conn);
     }
 }

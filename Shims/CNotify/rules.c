@@ -12,20 +12,50 @@
 #include <time.h>
 #include "internal.h"
 
-/* A waiter for one AddMatch reply, shared by the registering thread and libdbus (two refs). */
+/* A waiter for one AddMatch reply, shared by the registering thread and libdbus (two refs).
+ * It is also listed in the center (c->waiters, under c->lock) so that dropping its connection
+ * releases it: libdbus does not always complete the pending calls of a connection that broke
+ * while they were being sent. */
 typedef struct cn_waiter {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int done, refs;
+    uint64_t gen;
+    struct cn_waiter *next;
 } cn_waiter;
 
-static void waiter_notify(DBusPendingCall *pc, void *data) {
-    (void)pc;
-    cn_waiter *w = data;
+static void waiter_wake(cn_waiter *w) {
     pthread_mutex_lock(&w->lock);
     w->done = 1;
     pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);
+}
+
+void cn_rules_release_waiters(CNotify_center *c, uint64_t gen) {
+    for (cn_waiter *w = c->waiters; w; w = w->next)
+        if (w->gen == gen) waiter_wake(w);
+}
+
+static void list_waiter(CNotify_center *c, cn_waiter *w, uint64_t gen) {
+    pthread_mutex_lock(&c->lock);
+    w->gen = gen;
+    w->next = c->waiters;
+    c->waiters = w;
+    int dropped = c->conn_gen != gen || !c->connected; /* dropped before we were listed */
+    pthread_mutex_unlock(&c->lock);
+    if (dropped) waiter_wake(w);
+}
+
+static void unlist_waiter(CNotify_center *c, cn_waiter *w) {
+    pthread_mutex_lock(&c->lock);
+    for (cn_waiter **p = &c->waiters; *p; p = &(*p)->next)
+        if (*p == w) { *p = w->next; break; }
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void waiter_notify(DBusPendingCall *pc, void *data) {
+    (void)pc;
+    waiter_wake(data);
 }
 
 static void waiter_unref(void *data) {
@@ -72,25 +102,30 @@ static cn_request send_add_match(DBusConnection *conn, const char *rule) {
 }
 
 /* Waits for the reply. A lost connection is not a failure: the reconnect re-adds every rule. */
-static uint32_t await_add_match(cn_request r, const char *name) {
+static uint32_t await_add_match(CNotify_center *c, cn_request r, const char *name, uint64_t gen) {
     if (!r.call) return NOTIFY_STATUS_OK;
     uint32_t st = NOTIFY_STATUS_OK;
+    int timed_out = 0;
     if (r.waiter) {
-        /* libdbus completes the call on the reply, at its 30 s timeout, or on disconnection;
-         * this deadline only guards against an I/O thread that stopped. */
+        list_waiter(c, r.waiter, gen);
+        /* libdbus completes the call on the reply or at its 30 s timeout, and dropping the
+         * connection releases us; this deadline only guards against a stopped I/O thread. */
         struct timespec deadline;
         clock_gettime(CLOCK_REALTIME, &deadline);
         deadline.tv_sec += 40;
         pthread_mutex_lock(&r.waiter->lock);
-        while (!r.waiter->done && !dbus_pending_call_get_completed(r.call))
-            if (pthread_cond_timedwait(&r.waiter->cond, &r.waiter->lock, &deadline) == ETIMEDOUT) break;
+        while (!r.waiter->done && !dbus_pending_call_get_completed(r.call) && !timed_out)
+            timed_out = pthread_cond_timedwait(&r.waiter->cond, &r.waiter->lock, &deadline) == ETIMEDOUT;
         pthread_mutex_unlock(&r.waiter->lock);
+        unlist_waiter(c, r.waiter);
     }
     DBusMessage *reply = dbus_pending_call_get_completed(r.call) ? dbus_pending_call_steal_reply(r.call) : NULL;
     if (!reply) {
         dbus_pending_call_cancel(r.call);
-        cn_set_error("the bus did not answer AddMatch for '%s' within 40 s", name);
-        st = NOTIFY_STATUS_SERVER_NOT_FOUND;
+        if (timed_out) {
+            cn_set_error("the bus did not answer AddMatch for '%s' within 40 s", name);
+            st = NOTIFY_STATUS_SERVER_NOT_FOUND;
+        } /* else released: the connection was dropped, and the reconnect adds the rule */
     } else {
         const char *err = dbus_message_get_type(reply) == DBUS_MESSAGE_TYPE_ERROR ? dbus_message_get_error_name(reply) : NULL;
         if (err && strcmp(err, DBUS_ERROR_DISCONNECTED) != 0 && strcmp(err, DBUS_ERROR_NO_REPLY) != 0) {
@@ -155,8 +190,8 @@ uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name) {
         if (need_name) exact = send_add_match(conn, rule);
         cn_gate_leave(c);
         pthread_mutex_unlock(&c->reg_lock);
-        uint32_t st1 = await_add_match(compat, name);
-        uint32_t st2 = await_add_match(exact, name);
+        uint32_t st1 = await_add_match(c, compat, name, gen);
+        uint32_t st2 = await_add_match(c, exact, name, gen);
         st = st1 != NOTIFY_STATUS_OK ? st1 : st2;
     }
     if (conn) dbus_connection_unref(conn);

@@ -1,5 +1,7 @@
 import DarwinNotify
+import Dispatch
 import Foundation
+import Synchronization
 import Testing
 
 /// The bus goes away and comes back on the same address.
@@ -47,6 +49,52 @@ extension IntegrationSuites {
             try repeatUntil(timeout: 20, interval: 0.02, "post to succeed after the restart", action: {
                 posted = (try? center.post("swift.down")) != nil
             }, done: { posted })
+        }
+
+        @Test("posting and registering from several threads while the bus dies and returns: no crash, no hang")
+        func concurrentUseAcrossRestarts() throws {
+            let center = try NotifyCenter(bus: bus.address)
+            let stop = Atomic<Bool>(false)
+            let posts = Atomic<Int>(0), registrations = Atomic<Int>(0)
+            let group = DispatchGroup()
+            for worker in 0..<4 {
+                // Dedicated threads: busy loops on the global queue would take both of its threads.
+                group.enter()
+                Thread {
+                    defer { group.leave() }
+                    var i = 0
+                    while !stop.load(ordering: .relaxed) {
+                        if worker % 2 == 0 {
+                            if (try? center.post("stress.\(worker).\(i % 7)")) != nil { posts.add(1, ordering: .relaxed) }
+                        } else {
+                            do {
+                                let o = try center.observe("stress.\(worker).\(i % 5)", queue: nil, handler: { _ in })
+                                registrations.add(1, ordering: .relaxed)
+                                o.cancel()
+                            } catch {
+                                // Expected while the bus is down: registrations fail or wait.
+                            }
+                        }
+                        i += 1
+                    }
+                }.start()
+            }
+            for _ in 0..<2 {
+                usleep(150_000) // let the workers run against a live bus; this is load, not synchronisation
+                try bus.restart()
+            }
+            usleep(150_000)
+            stop.store(true, ordering: .relaxed)
+            #expect(group.wait(timeout: .now() + 30) == .success, "workers hung")
+            #expect(posts.load(ordering: .relaxed) > 0)
+            #expect(registrations.load(ordering: .relaxed) > 0)
+            // And the center still works end to end.
+            let arrived = Atomic<Bool>(false)
+            let observation = try center.observe("stress.after", queue: nil) { _ in arrived.store(true, ordering: .releasing) }
+            try repeatUntil(timeout: 20, interval: 0.05, "a post after the restarts to arrive", action: {
+                _ = try? center.post("stress.after")
+            }, done: { arrived.load(ordering: .acquiring) })
+            observation.cancel()
         }
     }
 }
