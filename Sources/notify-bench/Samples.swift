@@ -31,12 +31,12 @@ struct Row {
 func printTable(title: String, rows: [Row]) {
     print(title)
     func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
-    print(pad("variant", 34) + pad("p50 µs", 10) + pad("p99 µs", 10) + pad("samples", 9) + pad("ratio p50", 11) + pad("target", 9) + "ok")
+    print(pad("variant", 38) + pad("p50 µs", 10) + pad("p99 µs", 10) + pad("samples", 9) + pad("ratio p50", 11) + pad("target", 9) + "ok")
     for row in rows {
         let ratio = row.ratio.map { String(format: "%.3f×", $0) } ?? "—"
         let target = row.target.map { String(format: "≤%.2f×", $0) } ?? "—"
         let ok = row.target == nil && row.extraCheck == nil ? "" : (row.passes ? "✓" : "✗")
-        var line = pad(row.label, 34) + pad(String(format: "%.1f", row.samples.p50), 10)
+        var line = pad(row.label, 38) + pad(String(format: "%.1f", row.samples.p50), 10)
         line += pad(String(format: "%.1f", row.samples.p99), 10) + pad("\(row.samples.count)", 9)
         line += pad(ratio, 11) + pad(target, 9) + ok
         if let (what, pass) = row.extraCheck { line += "  (\(what): \(pass ? "✓" : "✗"))" }
