@@ -29,7 +29,7 @@ final class PrivateBus {
     }
 
     func stop() {
-        kill(daemon.processIdentifier, SIGKILL) // SIGTERM may be blocked: see Child.stop()
+        Foundation.kill(daemon.processIdentifier, SIGKILL) // SIGTERM may be blocked: see Child.stop()
         daemon.waitUntilExit()
         try? FileManager.default.removeItem(atPath: directory)
     }
@@ -81,12 +81,20 @@ final class Child {
         return String(decoding: buffer + rest, as: UTF8.self)
     }
 
+    var pid: Int32 { process.processIdentifier }
+
+    /// Kills the child at once (SIGKILL) and reaps it.
+    func kill() {
+        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
     /// Closes stdin (our children exit on end of file), then SIGKILLs a child still running after
     /// 2 s: children spawned from dispatch threads inherit a mask that blocks SIGTERM.
     func stop() {
         try? stdinPipe.fileHandleForWriting.close()
         for _ in 0..<200 where process.isRunning { usleep(10_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
     }
 }

@@ -9,7 +9,7 @@ if arguments.count == 3, arguments[0] == "_swift-echo" || arguments[0] == "_swif
 }
 
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: notify-bench latency|names|all [--samples N] [--rounds N] [--warmup N] [--json]\n".utf8))
+    FileHandle.standardError.write(Data("usage: notify-bench latency|names|check|memory|cli|all [--samples N] [--rounds N] [--warmup N] [--json]\n".utf8))
     exit(64)
 }
 
@@ -27,8 +27,8 @@ while i < arguments.count {
         default: options.warmup = n
         }
         i += 1
-    case "latency", "names": suites.append(arguments[i])
-    case "all": suites += ["latency", "names"]
+    case "latency", "names", "check", "memory", "cli": suites.append(arguments[i])
+    case "all": suites += ["latency", "names", "check", "memory", "cli"]
     default: usage()
     }
     i += 1
@@ -37,17 +37,23 @@ if suites.isEmpty { usage() }
 
 var failed = false
 for suite in suites {
-    let rows: [Row]
-    let title: String
     switch suite {
-    case "latency":
-        rows = try await latencySuite(options)
-        title = "latency: post → callback in another process, one way (round trip / 2), \(options.rounds) interleaved rounds, \(options.warmup) warm-up round trips per run"
+    case "latency", "names":
+        let rows = suite == "latency" ? try await latencySuite(options) : try await namesSuite(options)
+        let title = suite == "latency"
+            ? "latency: post → callback in another process, one way (round trip / 2), \(options.rounds) interleaved rounds, \(options.warmup) warm-up round trips per run"
+            : "names: C callback latency with 10,000 names observed by 10 other processes vs none"
+        if options.json { print(json(suite: suite, rows: rows)) } else { printTable(title: title, rows: rows) }
+        failed = failed || rows.contains { !$0.passes }
     default:
-        rows = try await namesSuite(options)
-        title = "names: C callback latency with 10,000 names observed by 10 other processes vs none"
+        let (metrics, title): ([Metric], String)
+        switch suite {
+        case "check": (metrics, title) = (try checkSuite(options), "check: notify_check on an unchanged token")
+        case "memory": (metrics, title) = (try memorySuite(options), "memory: resident set of an idle process on the same bus")
+        default: (metrics, title) = (try cliSuite(options), "cli: wall time of one post from the command line, same bus, alternating")
+        }
+        if options.json { print(json(suite: suite, metrics: metrics)) } else { printMetrics(title: title, metrics) }
+        failed = failed || metrics.contains { !$0.passes }
     }
-    if options.json { print(json(suite: suite, rows: rows)) } else { printTable(title: title, rows: rows) }
-    failed = failed || rows.contains { !$0.passes }
 }
 exit(failed ? 1 : 0)

@@ -22,5 +22,25 @@ extension IntegrationSuites {
             #expect(result.status == 0, "\(result.err)")
             #expect(result.out == "ok\n")
         }
+
+        @Test("the README's plain cc build of libCNotify.so needs no Swift runtime, and works")
+        func plainCCBuild() throws {
+            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+            let dir = try makeTemporaryDirectory("ccbuild")
+            let sources = try FileManager.default.contentsOfDirectory(atPath: root + "/Shims/CNotify")
+                .filter { $0.hasSuffix(".c") }.map { root + "/Shims/CNotify/" + $0 }
+            let flags = try run("/usr/bin/pkg-config", ["--cflags", "--libs", "dbus-1"]).out
+                .split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+            let lib = try run("/usr/bin/cc", ["-O2", "-shared", "-fPIC", "-D_GNU_SOURCE"] + sources + flags + ["-lpthread", "-o", dir + "/libCNotify.so"])
+            #expect(lib.status == 0, "cc: \(lib.err)")
+            let deps = try run("/usr/bin/ldd", [dir + "/libCNotify.so"])
+            #expect(!deps.out.contains("swift"), "links the Swift runtime: \(deps.out)")
+            let prog = try run("/usr/bin/cc", ["-Wall", "-Werror", root + "/Tests/Fixtures/macos_style.c", "-I", root + "/Shims/CNotify/include",
+                                               "-L", dir, "-lCNotify", "-Wl,-rpath," + dir, "-o", dir + "/macos_style"])
+            #expect(prog.status == 0, "cc: \(prog.err)")
+            let result = try run(dir + "/macos_style", [], environment: bus.environment)
+            #expect(result.status == 0, "\(result.err)")
+            #expect(result.out == "ok\n")
+        }
     }
 }

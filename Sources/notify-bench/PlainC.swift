@@ -1,0 +1,77 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// C programs the benchmark builds itself with `cc`, as a C user would (no Swift runtime), from
+/// the package's sources. Run the benchmark from the package root (`swift run` does).
+enum PlainC {
+    static func packageRoot() throws -> String {
+        let cwd = FileManager.default.currentDirectoryPath
+        guard FileManager.default.fileExists(atPath: cwd + "/Shims/CNotify/include/notify.h") else {
+            throw BenchError("run notify-bench from the package root (Shims/CNotify not found in \(cwd))")
+        }
+        return cwd
+    }
+
+    /// An observer of `count` names that prints "ready" and idles until stdin closes.
+    static let observerSource = """
+    #include <darwin_notify.h>
+    #include <stdio.h>
+    static void cb(CNotify_center *c, void *o, const char *n, const void *a, const void *b) { (void)c; (void)o; (void)n; (void)a; (void)b; }
+    int main(int argc, char **argv) {
+        CNotify_center *c = CNotify_center_get_darwin_notify_center();
+        int count = argc > 2 ? atoi(argv[2]) : 1000;
+        char name[600];
+        for (int i = 0; i < count; i++) {
+            snprintf(name, sizeof name, "%s.%d", argv[1], i);
+            if (CNotify_center_add_observer(c, NULL, cb, name) != 0) { fprintf(stderr, "%s\\n", CNotify_last_error()); return 1; }
+        }
+        printf("ready\\n");
+        fflush(stdout);
+        char buf[16];
+        while (fgets(buf, sizeof buf, stdin)) {}
+        return 0;
+    }
+    """
+
+    /// Builds libCNotify.so and the observer into a temporary directory; returns the observer.
+    static func buildObserver() throws -> String {
+        let root = try packageRoot()
+        let dir = NSTemporaryDirectory() + "notify-bench-cc-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let sources = try FileManager.default.contentsOfDirectory(atPath: root + "/Shims/CNotify")
+            .filter { $0.hasSuffix(".c") }.map { root + "/Shims/CNotify/" + $0 }
+        let dbus = try Child("/usr/bin/pkg-config", ["--cflags", "--libs", "dbus-1"]).readToEnd()
+            .split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+        _ = try Child("/usr/bin/cc", ["-O2", "-shared", "-fPIC", "-D_GNU_SOURCE"] + sources + dbus + ["-lpthread", "-o", dir + "/libCNotify.so"]).readToEnd()
+        try (observerSource.replacingOccurrences(of: "#include <stdio.h>", with: "#include <stdio.h>\n#include <stdlib.h>"))
+            .write(toFile: dir + "/observer.c", atomically: true, encoding: .utf8)
+        _ = try Child("/usr/bin/cc", ["-O2", dir + "/observer.c", "-I", root + "/Shims/CNotify/include", "-L", dir, "-lCNotify",
+                                      "-Wl,-rpath," + dir, "-o", dir + "/observer"]).readToEnd()
+        return dir + "/observer"
+    }
+}
+
+/// Wall time of one run of a command, spawned with posix_spawn (no Foundation overhead), in ms.
+func timeCommand(_ path: String, _ arguments: [String], environment: [String: String]) throws -> Double {
+    var env = ProcessInfo.processInfo.environment
+    env.merge(environment) { $1 }
+    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    let start = DispatchTime.now().uptimeNanoseconds
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, path, &actions, nil, argv, envp)
+    guard rc == 0 else { throw BenchError("cannot run \(path): \(String(cString: strerror(rc)))") }
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
+    guard status == 0 else { throw BenchError("\(path) \(arguments) exited with status \(status)") }
+    return elapsed
+}
