@@ -268,11 +268,17 @@ static uint32_t remove_where(CNotify_center *c, const char *name, entry_pred pre
 static void track_sequence(CNotify_center *c, const char *sender, const char *name, uint64_t seq) {
     if (!sender) return;
     char key[CNOTIFY_NAME_MAX + 256];
-    snprintf(key, sizeof key, "%s\n%s", sender, name);
+    size_t ls = strlen(sender), ln = strlen(name);
+    if (ls + ln + 2 > sizeof key) return;
+    memcpy(key, sender, ls); /* "sender\nname", built by hand: this runs for every post */
+    key[ls] = '\n';
+    memcpy(key + ls + 1, name, ln + 1);
     if (c->last_seq.count > 65536) cn_map_clear(&c->last_seq, NULL); /* bounded memory */
-    uintptr_t last = (uintptr_t)cn_map_get(&c->last_seq, key);
+    void **slot = cn_map_upsert(&c->last_seq, key);
+    if (!slot) return;
+    uintptr_t last = (uintptr_t)*slot;
     if (last && seq > last + 1) atomic_fetch_add(&c->gaps, seq - last - 1);
-    cn_map_put(&c->last_seq, key, (void *)(uintptr_t)seq);
+    *slot = (void *)(uintptr_t)seq;
 }
 
 void cn_dispatch_post(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq) {
@@ -406,8 +412,9 @@ uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
     /* Numbered per (sender, name), so a receiver can tell when the bus dropped some (DESIGN.md).
      * The table is bounded; a receiver reads a restart at 1 as a reset, not as a gap. */
     if (c->post_counts.count > 65536) cn_map_clear(&c->post_counts, NULL);
-    dbus_uint64_t seq = (uintptr_t)cn_map_get(&c->post_counts, name) + 1;
-    cn_map_put(&c->post_counts, name, (void *)(uintptr_t)seq);
+    void **count = cn_map_upsert(&c->post_counts, name);
+    dbus_uint64_t seq = count ? (uintptr_t)*count + 1 : 0;
+    if (count) *count = (void *)(uintptr_t)seq;
     int ok = dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID);
     /* Sent from the caller's thread: libdbus writes at once if the socket takes it, and hands the
      * rest to the I/O thread through the wakeup function. No thread hop on the hot path. */

@@ -54,6 +54,9 @@ uint64_t cn_hash(const char *s);
 void *cn_map_get(cn_map *m, const char *key);
 int cn_map_put(cn_map *m, const char *key, void *value); /* 0 ok, -1 out of memory */
 void *cn_map_remove(cn_map *m, const char *key);
+/* The value slot for `key`, inserted (NULL) if absent: one lookup for read-modify-write.
+ * NULL only when out of memory. */
+void **cn_map_upsert(cn_map *m, const char *key);
 void cn_map_clear(cn_map *m, void (*free_value)(void *));
 
 /* ---- bus_address.c ---- */
@@ -93,6 +96,7 @@ struct CNotify_center {
     _Atomic int started;
     pthread_t io_thread;
     int wake_fd;                    /* eventfd: other threads wake the I/O thread */
+    _Atomic int wake_pending;       /* a wake is written and not yet drained: skip the syscall */
 
     /* State shared with the I/O thread. */
     pthread_mutex_t lock;

@@ -41,6 +41,23 @@ static int grow(cn_map *m) {
     return 0;
 }
 
+void **cn_map_upsert(cn_map *m, const char *key) {
+    uint64_t h = cn_hash(key);
+    cn_map_node **p = find(m, key, h);
+    if (p && *p) return &(*p)->value;
+    if (m->count + 1 > m->nbuckets) {
+        if (grow(m) != 0) return NULL;
+    }
+    p = find(m, key, h);
+    cn_map_node *node = malloc(sizeof *node);
+    char *k = strdup(key);
+    if (!node || !k) { free(node); free(k); return NULL; }
+    node->next = NULL; node->hash = h; node->key = k; node->value = NULL;
+    *p = node;
+    m->count++;
+    return &node->value;
+}
+
 int cn_map_put(cn_map *m, const char *key, void *value) {
     if (m->count + 1 > m->nbuckets && grow(m) != 0) return -1;
     uint64_t h = cn_hash(key);

@@ -10,7 +10,15 @@ uint32_t cn_fnv1a32(const char *s) {
 }
 
 void cn_bucket_interface(const char *name, char buf[32]) {
-    snprintf(buf, 32, CN_BUCKET_PREFIX "%03x", cn_fnv1a32(name) & CN_BUCKET_MASK);
+    /* On every post: hand-formatted, no printf. */
+    static const char hex[] = "0123456789abcdef";
+    uint32_t b = cn_fnv1a32(name) & CN_BUCKET_MASK;
+    size_t n = sizeof CN_BUCKET_PREFIX - 1;
+    memcpy(buf, CN_BUCKET_PREFIX, n);
+    buf[n] = hex[(b >> 8) & 0xf];
+    buf[n + 1] = hex[(b >> 4) & 0xf];
+    buf[n + 2] = hex[b & 0xf];
+    buf[n + 3] = '\0';
 }
 
 void cn_name_rule(const char *name, char *buf, size_t len) {

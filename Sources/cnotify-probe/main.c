@@ -288,6 +288,62 @@ static int cmd_bench_check(int argc, char **argv) {
     return 0;
 }
 
+/* bench-sink NAME: counts posts of NAME until NAME.end arrives (or 5 s of silence); prints
+ * "received=R gaps=G elapsed_ns=E" (first to last receipt) and exits. */
+static uint64_t sink_first, sink_last;
+static long sink_count, sink_done;
+static void sink_cb(CNotify_center *c, void *observer, const char *name, const void *o, const void *u) {
+    (void)c; (void)o; (void)u;
+    uint64_t t = now_ns();
+    pthread_mutex_lock(&lock);
+    if (observer) { sink_done = 1; pthread_cond_broadcast(&cond); }
+    else { if (!sink_count++) sink_first = t; sink_last = t; }
+    pthread_mutex_unlock(&lock);
+    (void)name;
+}
+
+static int cmd_bench_sink(int argc, char **argv) {
+    if (argc < 1) return fail("usage: bench-sink NAME", NOTIFY_STATUS_INVALID_REQUEST);
+    CNotify_center *c = CNotify_center_get_darwin_notify_center();
+    char end[600];
+    snprintf(end, sizeof end, "%s.end", argv[0]);
+    uint32_t st = CNotify_center_add_observer(c, NULL, sink_cb, argv[0]);
+    if (st == NOTIFY_STATUS_OK) st = CNotify_center_add_observer(c, &sink_done, sink_cb, end);
+    if (st != NOTIFY_STATUS_OK) return fail("add_observer", st);
+    say("%s\n", "ready");
+    pthread_mutex_lock(&lock);
+    long last_count = -1;
+    while (!sink_done && sink_count != last_count) { /* ends on the marker, or after 5 s with nothing new */
+        last_count = sink_count;
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 5;
+        while (!sink_done && sink_count == last_count)
+            if (pthread_cond_timedwait(&cond, &lock, &dl) == ETIMEDOUT) break;
+        if (!sink_done && sink_count != last_count) last_count = -1; /* progress: keep waiting */
+    }
+    pthread_mutex_unlock(&lock);
+    CNotify_stats stats;
+    CNotify_center_get_stats(c, &stats);
+    printf("received=%ld gaps=%llu elapsed_ns=%llu\n", sink_count, (unsigned long long)stats.gaps,
+           (unsigned long long)(sink_last - sink_first));
+    return 0;
+}
+
+/* bench-flood NAME N: posts NAME N times as fast as it can, then NAME.end. */
+static int cmd_bench_flood(int argc, char **argv) {
+    if (argc < 2) return fail("usage: bench-flood NAME N", NOTIFY_STATUS_INVALID_REQUEST);
+    char end[600];
+    snprintf(end, sizeof end, "%s.end", argv[0]);
+    for (long i = 0, n = atol(argv[1]); i < n; i++) {
+        uint32_t st = notify_post(argv[0]);
+        if (st != NOTIFY_STATUS_OK) return fail("notify_post", st);
+    }
+    uint32_t st = notify_post(end);
+    if (st == NOTIFY_STATUS_OK) st = CNotify_center_flush(CNotify_center_get_darwin_notify_center(), 30000);
+    return st == NOTIFY_STATUS_OK ? 0 : fail("post end", st);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: cnotify-probe observe|post|reentrant|remove-in-callback|fd|bench-echo|bench-ping ...\n");
@@ -306,6 +362,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "observe-many")) return cmd_observe_many(argc, argv);
     if (!strcmp(cmd, "fork")) return cmd_fork(argc, argv);
     if (!strcmp(cmd, "bench-check")) return cmd_bench_check(argc, argv);
+    if (!strcmp(cmd, "bench-sink")) return cmd_bench_sink(argc, argv);
+    if (!strcmp(cmd, "bench-flood")) return cmd_bench_flood(argc, argv);
     fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
     return 64;
 }

@@ -3,7 +3,8 @@
  * DarwinNotify (docs/PROTOCOL.md: path /org/darwinnotify, the name's bucket interface
  * org.darwinnotify.Notify.Hxxx, member Post, body (s name, t seq), one exact arg0 rule for the
  * observed name) and no wrapper at all: one thread, blocking dispatch.
- * Usage: dbus-floor echo PING PONG | dbus-floor ping PING PONG N   (bus: DARWIN_NOTIFY_BUS address)
+ * Usage: dbus-floor echo PING PONG | ping PING PONG N | sink NAME | flood NAME N
+ * (bus: the DARWIN_NOTIFY_BUS address)
  */
 #include <dbus/dbus.h>
 #include <stdint.h>
@@ -16,6 +17,13 @@ static DBusConnection *conn;
 static const char *want, *reply;
 static int seen;
 static dbus_uint64_t seq;
+/* sink: the end marker, counts, sequence gaps, first and last receipt */
+static char end_name[600];
+static int ended;
+static long received, gaps;
+static dbus_uint64_t last_seq;
+static uint64_t first_at, last_at;
+static uint64_t now_ns(void);
 
 /* The bucket interface of a name, per docs/PROTOCOL.md (FNV-1a 32, low 12 bits, 3 hex digits). */
 static void bucket(const char *name, char out[32]) {
@@ -44,9 +52,22 @@ static DBusHandlerResult filter(DBusConnection *c, DBusMessage *msg, void *data)
     if (!dbus_message_iter_init(msg, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_STRING)
         return DBUS_HANDLER_RESULT_HANDLED;
     dbus_message_iter_get_basic(&it, &name);
-    if (strcmp(name, want) == 0) {
+    if (end_name[0] && strcmp(name, end_name) == 0) {
+        ended = 1;
+    } else if (strcmp(name, want) == 0) {
         seen++;
         if (reply) post(reply);
+        if (end_name[0]) {
+            uint64_t t = now_ns();
+            if (!received++) first_at = t;
+            last_at = t;
+            dbus_uint64_t s = 0;
+            if (dbus_message_iter_next(&it) && dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_UINT64) {
+                dbus_message_iter_get_basic(&it, &s);
+                if (last_seq && s > last_seq + 1) gaps += (long)(s - last_seq - 1);
+                last_seq = s;
+            }
+        }
     }
     return DBUS_HANDLER_RESULT_HANDLED;
 }
@@ -59,8 +80,8 @@ static uint64_t now_ns(void) {
 
 int main(int argc, char **argv) {
     const char *address = getenv("DARWIN_NOTIFY_BUS");
-    if (argc < 4 || !address) {
-        fprintf(stderr, "usage: DARWIN_NOTIFY_BUS=ADDRESS dbus-floor echo PING PONG | ping PING PONG N\n");
+    if (argc < 3 || !address) {
+        fprintf(stderr, "usage: DARWIN_NOTIFY_BUS=ADDRESS dbus-floor echo PING PONG | ping PING PONG N | sink NAME | flood NAME N\n");
         return 64;
     }
     DBusError err;
@@ -71,15 +92,24 @@ int main(int argc, char **argv) {
         return 1;
     }
     dbus_connection_set_exit_on_disconnect(conn, FALSE);
-    int echo = strcmp(argv[1], "echo") == 0;
-    const char *observed = echo ? argv[2] : argv[3];
+    const char *role = argv[1];
+    int echo = strcmp(role, "echo") == 0, sink = strcmp(role, "sink") == 0, flood = strcmp(role, "flood") == 0;
+    const char *observed = echo ? argv[2] : sink ? argv[2] : flood ? NULL : argv[3];
     char iface[32], rule[1024];
-    bucket(observed, iface);
-    snprintf(rule, sizeof rule, "type='signal',path='/org/darwinnotify',interface='%s',member='Post',arg0='%s'", iface, observed);
-    dbus_bus_add_match(conn, rule, &err);
-    if (dbus_error_is_set(&err)) {
-        fprintf(stderr, "dbus-floor: AddMatch: %s\n", err.message);
-        return 1;
+    if (observed) {
+        bucket(observed, iface);
+        snprintf(rule, sizeof rule, "type='signal',path='/org/darwinnotify',interface='%s',member='Post',arg0='%s'", iface, observed);
+        dbus_bus_add_match(conn, rule, &err);
+        if (sink) {
+            snprintf(end_name, sizeof end_name, "%s.end", observed);
+            bucket(end_name, iface);
+            snprintf(rule, sizeof rule, "type='signal',path='/org/darwinnotify',interface='%s',member='Post',arg0='%s'", iface, end_name);
+            dbus_bus_add_match(conn, rule, &err);
+        }
+        if (dbus_error_is_set(&err)) {
+            fprintf(stderr, "dbus-floor: AddMatch: %s\n", err.message);
+            return 1;
+        }
     }
     dbus_connection_add_filter(conn, filter, NULL, NULL);
     if (echo) {
@@ -88,6 +118,31 @@ int main(int argc, char **argv) {
         printf("ready\n");
         fflush(stdout);
         while (dbus_connection_read_write_dispatch(conn, -1)) {}
+    } else if (sink) {
+        want = argv[2];
+        printf("ready\n");
+        fflush(stdout);
+        long before = -1;
+        uint64_t progress_at = now_ns();
+        while (!ended && dbus_connection_read_write_dispatch(conn, 1000)) {
+            if (received != before) { before = received; progress_at = now_ns(); }
+            else if (now_ns() - progress_at > 5000000000ull) break; /* 5 s with nothing new */
+        }
+        printf("received=%ld gaps=%ld elapsed_ns=%llu\n", received, gaps, (unsigned long long)(last_at - first_at));
+    } else if (flood) {
+        char end[600];
+        snprintf(end, sizeof end, "%s.end", argv[2]);
+        for (long i = 0, n = atol(argv[3]); i < n; i++) {
+            char ifc[32];
+            const char *name = argv[2];
+            bucket(name, ifc);
+            DBusMessage *m = dbus_message_new_signal("/org/darwinnotify", ifc, "Post");
+            seq++;
+            dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID);
+            dbus_connection_send(conn, m, NULL);
+            dbus_message_unref(m);
+        }
+        post(end);
     } else {
         want = argv[3];
         long n = argc > 4 ? atol(argv[4]) : 1000;

@@ -69,3 +69,46 @@ func cliSuite(_ options: Options) throws -> [Metric] {
         Metric(label: "notifyutil -p, median of \(runs)", value: median(ours), unit: "ms", reference: median(theirs), goal: .atMost(1.0)),
     ]
 }
+
+/// `throughput`: one poster floods one observer in another process, as fast as it can; the
+/// observer counts what arrived (and gaps in the numbering). Ours against the floor, alternating.
+func throughputSuite(_ options: Options) throws -> [Metric] {
+    let bus = try PrivateBus()
+    defer { bus.stop() }
+    let env = ["DARWIN_NOTIFY_BUS": bus.address]
+    let count = max(20_000, options.samples * 10)
+    struct Run { var received = 0.0, gaps = 0.0, seconds = 0.0, posted = 0.0 }
+    func once(sink: [String], flood: [String], tool: String) throws -> Run {
+        let receiver = try Child(tool, sink, environment: env)
+        defer { receiver.stop() }
+        _ = try receiver.readLine { $0 == "ready" }
+        _ = try Child(tool, flood, environment: env).readToEnd()
+        let line = try receiver.readLine { $0.hasPrefix("received=") }
+        var fields: [String: Double] = [:]
+        for part in line.split(separator: " ") {
+            let kv = part.split(separator: "=")
+            if kv.count == 2 { fields[String(kv[0])] = Double(kv[1]) }
+        }
+        return Run(received: fields["received"] ?? 0, gaps: fields["gaps"] ?? 0,
+                   seconds: (fields["elapsed_ns"] ?? 0) / 1e9, posted: Double(count))
+    }
+    var ours = Run(), floor = Run()
+    for round in 0..<options.rounds {
+        let name = "throughput.r\(round)"
+        let f = try once(sink: ["sink", name], flood: ["flood", name, "\(count)"], tool: "dbus-floor")
+        let o = try once(sink: ["bench-sink", name], flood: ["bench-flood", name, "\(count)"], tool: "cnotify-probe")
+        floor.received += f.received; floor.gaps += f.gaps; floor.seconds += f.seconds; floor.posted += f.posted
+        ours.received += o.received; ours.gaps += o.gaps; ours.seconds += o.seconds; ours.posted += o.posted
+    }
+    func note(_ r: Run) -> String {
+        let lost = Int(r.posted - r.received)
+        return lost == 0 ? "delivered = posted (\(Int(r.posted)))"
+            : "lost \(lost) of \(Int(r.posted)) (\(Int(r.gaps)) seen as gaps): dbus-daemon drops broadcasts to a receiver whose queue is full"
+    }
+    let floorRate = floor.received / max(floor.seconds, 1e-9), ourRate = ours.received / max(ours.seconds, 1e-9)
+    return [
+        Metric(label: "floor: 1 poster → 1 observer", value: floorRate / 1000, unit: "k msg/s", reference: nil, goal: .none, note: note(floor)),
+        Metric(label: "C center: 1 poster → 1 observer", value: ourRate / 1000, unit: "k msg/s", reference: floorRate / 1000,
+               goal: .atLeast(0.9), note: note(ours)),
+    ]
+}
