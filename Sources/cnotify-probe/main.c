@@ -344,6 +344,41 @@ static int cmd_bench_flood(int argc, char **argv) {
     return st == NOTIFY_STATUS_OK ? 0 : fail("post end", st);
 }
 
+/* bench-stamp NAME: prints the CLOCK_MONOTONIC time (ns) of each delivery of NAME, until stdin
+ * closes (an observer of the fan-out benchmark). */
+static void stamp_cb(CNotify_center *c, void *observer, const char *name, const void *o, const void *u) {
+    (void)c; (void)observer; (void)name; (void)o; (void)u;
+    char line[32];
+    int len = snprintf(line, sizeof line, "%llu\n", (unsigned long long)now_ns());
+    if (write(1, line, (size_t)len) != len) {}
+}
+
+static int cmd_bench_stamp(int argc, char **argv) {
+    if (argc < 1) return fail("usage: bench-stamp NAME", NOTIFY_STATUS_INVALID_REQUEST);
+    uint32_t st = CNotify_center_add_observer(CNotify_center_get_darwin_notify_center(), NULL, stamp_cb, argv[0]);
+    if (st != NOTIFY_STATUS_OK) return fail("add_observer", st);
+    say("%s\n", "ready");
+    char buf[16];
+    while (fgets(buf, sizeof buf, stdin)) {}
+    return 0;
+}
+
+/* bench-fanout-post NAME M GAP_MS: M posts of NAME, GAP_MS apart, printing each post's time. */
+static int cmd_bench_fanout_post(int argc, char **argv) {
+    if (argc < 3) return fail("usage: bench-fanout-post NAME M GAP_MS", NOTIFY_STATUS_INVALID_REQUEST);
+    long m = atol(argv[1]), gap = atol(argv[2]);
+    for (long i = 0; i < m; i++) {
+        uint64_t t = now_ns();
+        uint32_t st = notify_post(argv[0]);
+        if (st != NOTIFY_STATUS_OK) return fail("notify_post", st);
+        printf("%llu\n", (unsigned long long)t);
+        fflush(stdout);
+        struct timespec ts = { gap / 1000, (gap % 1000) * 1000000L };
+        nanosleep(&ts, NULL); /* pacing between rounds, not synchronisation */
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: cnotify-probe observe|post|reentrant|remove-in-callback|fd|bench-echo|bench-ping ...\n");
@@ -364,6 +399,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench-check")) return cmd_bench_check(argc, argv);
     if (!strcmp(cmd, "bench-sink")) return cmd_bench_sink(argc, argv);
     if (!strcmp(cmd, "bench-flood")) return cmd_bench_flood(argc, argv);
+    if (!strcmp(cmd, "bench-stamp")) return cmd_bench_stamp(argc, argv);
+    if (!strcmp(cmd, "bench-fanout-post")) return cmd_bench_fanout_post(argc, argv);
     fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
     return 64;
 }

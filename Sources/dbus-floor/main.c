@@ -4,6 +4,7 @@
  * org.darwinnotify.Notify.Hxxx, member Post, body (s name, t seq), one exact arg0 rule for the
  * observed name) and no wrapper at all: one thread, blocking dispatch.
  * Usage: dbus-floor echo PING PONG | ping PING PONG N | sink NAME | flood NAME N
+ *        | stamp NAME | fanout-post NAME M GAP_MS
  * (bus: the DARWIN_NOTIFY_BUS address)
  */
 #include <dbus/dbus.h>
@@ -19,7 +20,7 @@ static int seen;
 static dbus_uint64_t seq;
 /* sink: the end marker, counts, sequence gaps, first and last receipt */
 static char end_name[600];
-static int ended;
+static int ended, stamping;
 static long received, gaps;
 static dbus_uint64_t last_seq;
 static uint64_t first_at, last_at;
@@ -56,6 +57,7 @@ static DBusHandlerResult filter(DBusConnection *c, DBusMessage *msg, void *data)
         ended = 1;
     } else if (strcmp(name, want) == 0) {
         seen++;
+        if (stamping) printf("%llu\n", (unsigned long long)now_ns()), fflush(stdout);
         if (reply) post(reply);
         if (end_name[0]) {
             uint64_t t = now_ns();
@@ -94,7 +96,8 @@ int main(int argc, char **argv) {
     dbus_connection_set_exit_on_disconnect(conn, FALSE);
     const char *role = argv[1];
     int echo = strcmp(role, "echo") == 0, sink = strcmp(role, "sink") == 0, flood = strcmp(role, "flood") == 0;
-    const char *observed = echo ? argv[2] : sink ? argv[2] : flood ? NULL : argv[3];
+    int stamp = strcmp(role, "stamp") == 0, fanout = strcmp(role, "fanout-post") == 0;
+    const char *observed = (echo || sink || stamp) ? argv[2] : (flood || fanout) ? NULL : argv[3];
     char iface[32], rule[1024];
     if (observed) {
         bucket(observed, iface);
@@ -118,6 +121,22 @@ int main(int argc, char **argv) {
         printf("ready\n");
         fflush(stdout);
         while (dbus_connection_read_write_dispatch(conn, -1)) {}
+    } else if (stamp) {
+        want = argv[2];
+        stamping = 1;
+        printf("ready\n");
+        fflush(stdout);
+        while (dbus_connection_read_write_dispatch(conn, -1)) {}
+    } else if (fanout) {
+        long m = argc > 3 ? atol(argv[3]) : 10, gap = argc > 4 ? atol(argv[4]) : 100;
+        for (long i = 0; i < m; i++) {
+            uint64_t t = now_ns();
+            post(argv[2]);
+            printf("%llu\n", (unsigned long long)t);
+            fflush(stdout);
+            struct timespec ts = { gap / 1000, (gap % 1000) * 1000000L };
+            nanosleep(&ts, NULL); /* pacing between rounds, not synchronisation */
+        }
     } else if (sink) {
         want = argv[2];
         printf("ready\n");

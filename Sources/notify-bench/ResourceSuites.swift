@@ -112,3 +112,36 @@ func throughputSuite(_ options: Options) throws -> [Metric] {
                goal: .atLeast(0.9), note: note(ours)),
     ]
 }
+
+/// `fanout`: one poster, 100 observer processes; per post, the time until the last observer has
+/// it (CLOCK_MONOTONIC is shared by all processes). Ours against the floor, in the same run.
+func fanoutSuite(_ options: Options) throws -> [Metric] {
+    let bus = try PrivateBus()
+    defer { bus.stop() }
+    let env = ["DARWIN_NOTIFY_BUS": bus.address]
+    let observers = 100, posts = max(20, min(options.samples / 100, 100))
+    func run(tool: String, stamp: [String], poster: [String]) throws -> [Double] {
+        let children = try (0..<observers).map { _ in try Child(tool, stamp, environment: env) }
+        defer { children.forEach { $0.kill() } } // idle observers: no need to wait for them
+        for child in children { _ = try child.readLine { $0 == "ready" } }
+        let postTimes = try Child(tool, poster, environment: env).readToEnd()
+            .split(separator: "\n").compactMap { UInt64($0) }
+        guard postTimes.count == posts else { throw BenchError("poster made \(postTimes.count) of \(posts) posts") }
+        var last = [UInt64](repeating: 0, count: posts)
+        for child in children {
+            for k in 0..<posts {
+                let line = try child.readLine { UInt64($0) != nil }
+                last[k] = max(last[k], UInt64(line)!)
+            }
+        }
+        return zip(last, postTimes).map { Double($0 &- $1) / 1000 } // µs until the last observer
+    }
+    let name = "fanout.x"
+    let floor = try run(tool: "dbus-floor", stamp: ["stamp", name], poster: ["fanout-post", name, "\(posts)", "50"])
+    let ours = try run(tool: "cnotify-probe", stamp: ["bench-stamp", name], poster: ["bench-fanout-post", name, "\(posts)", "50"])
+    func median(_ v: [Double]) -> Double { let s = v.sorted(); return s[s.count / 2] }
+    return [
+        Metric(label: "floor: 1 → 100 processes, median of \(posts)", value: median(floor), unit: "µs", reference: nil, goal: .none),
+        Metric(label: "C center: 1 → 100 processes, median of \(posts)", value: median(ours), unit: "µs", reference: median(floor), goal: .atMost(1.2)),
+    ]
+}

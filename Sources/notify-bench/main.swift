@@ -9,7 +9,7 @@ if arguments.count == 3, arguments[0] == "_swift-echo" || arguments[0] == "_swif
 }
 
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: notify-bench latency|names|throughput|check|memory|cli|all [--samples N] [--rounds N] [--warmup N] [--json]\n".utf8))
+    FileHandle.standardError.write(Data("usage: notify-bench latency|names|throughput|fanout|check|memory|cli|all [--samples N] [--rounds N] [--warmup N] [--json]\n".utf8))
     exit(64)
 }
 
@@ -27,8 +27,8 @@ while i < arguments.count {
         default: options.warmup = n
         }
         i += 1
-    case "latency", "names", "throughput", "check", "memory", "cli": suites.append(arguments[i])
-    case "all": suites += ["latency", "names", "throughput", "check", "memory", "cli"]
+    case "latency", "names", "throughput", "fanout", "check", "memory", "cli": suites.append(arguments[i])
+    case "all": suites += ["latency", "names", "throughput", "fanout", "check", "memory", "cli"]
     default: usage()
     }
     i += 1
@@ -50,6 +50,7 @@ for suite in suites {
         switch suite {
         case "check": (metrics, title) = (try checkSuite(options), "check: notify_check on an unchanged token")
         case "memory": (metrics, title) = (try memorySuite(options), "memory: resident set of an idle process on the same bus")
+        case "fanout": (metrics, title) = (try fanoutSuite(options), "fanout: one post to 100 observer processes, until the last has it")
         case "throughput": (metrics, title) = (try throughputSuite(options), "throughput: sustained posts, counted at the receiver (\(options.rounds) alternating rounds)")
         default: (metrics, title) = (try cliSuite(options), "cli: wall time of one post from the command line, same bus, alternating")
         }
