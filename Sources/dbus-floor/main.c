@@ -33,7 +33,7 @@ static void bucket(const char *name, char out[32]) {
     snprintf(out, 32, "org.darwinnotify.Notify.H%03x", h & 0xfffu);
 }
 
-static void post(const char *name) {
+static void send_post(const char *name, int flush) {
     char iface[32];
     bucket(name, iface);
     DBusMessage *m = dbus_message_new_signal("/org/darwinnotify", iface, "Post");
@@ -41,8 +41,10 @@ static void post(const char *name) {
     dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID);
     dbus_connection_send(conn, m, NULL);
     dbus_message_unref(m);
-    dbus_connection_flush(conn);
+    if (flush) dbus_connection_flush(conn);
 }
+
+static void post(const char *name) { send_post(name, 1); }
 
 static DBusHandlerResult filter(DBusConnection *c, DBusMessage *msg, void *data) {
     (void)c; (void)data;
@@ -151,16 +153,7 @@ int main(int argc, char **argv) {
     } else if (flood) {
         char end[600];
         snprintf(end, sizeof end, "%s.end", argv[2]);
-        for (long i = 0, n = atol(argv[3]); i < n; i++) {
-            char ifc[32];
-            const char *name = argv[2];
-            bucket(name, ifc);
-            DBusMessage *m = dbus_message_new_signal("/org/darwinnotify", ifc, "Post");
-            seq++;
-            dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID);
-            dbus_connection_send(conn, m, NULL);
-            dbus_message_unref(m);
-        }
+        for (long i = 0, n = atol(argv[3]); i < n; i++) send_post(argv[2], 0); /* as fast as it goes */
         post(end);
     } else {
         want = argv[3];
