@@ -233,9 +233,9 @@ static void drop_connection(CNotify_center *c) {
     pthread_mutex_unlock(&c->lock);
     if (conn) {
         dbus_connection_close(conn); /* close before the last unref: a private connection */
-        /* Dispatch once more: libdbus completes the pending calls (AddMatch from registering
-         * threads) of a closed connection only when it is dispatched, and those threads wait for
-         * them. Calls made after the close fail at once. */
+        /* Dispatch once more, so libdbus completes what pending calls it can and hands us the
+         * posts it had already read. Registering threads do not depend on it: they were released
+         * above (libdbus does not complete every pending call of a broken connection). */
         while (dbus_connection_dispatch(conn) == DBUS_DISPATCH_DATA_REMAINS) {}
         dbus_connection_unref(conn);
     }
