@@ -155,7 +155,8 @@ void CNotify_center_get_stats(CNotify_center *c, CNotify_stats *out) {
 
 /* ---- registry ---- */
 
-static uint32_t add_entry(CNotify_center *c, cn_entry *e) {
+/* Adds e under its name; *id is read under the lock, as a remove may free e once it is visible. */
+static uint32_t add_entry(CNotify_center *c, cn_entry *e, uint64_t *id) {
     pthread_mutex_lock(&c->reg_lock);
     cn_name_slot *slot = cn_map_get(&c->names, e->name);
     if (!slot) {
@@ -171,6 +172,7 @@ static uint32_t add_entry(CNotify_center *c, cn_entry *e) {
         size_t cap = slot->cap ? slot->cap * 2 : 2;
         cn_entry **n = realloc(slot->entries, cap * sizeof *n);
         if (!n) {
+            if (slot->count == 0) free_slot(cn_map_remove(&c->names, e->name));
             pthread_mutex_unlock(&c->reg_lock);
             cn_set_error("out of memory");
             return NOTIFY_STATUS_FAILED;
@@ -178,34 +180,39 @@ static uint32_t add_entry(CNotify_center *c, cn_entry *e) {
         slot->entries = n;
         slot->cap = cap;
     }
-    e->id = ++c->next_id;
+    e->id = *id = ++c->next_id;
     slot->entries[slot->count++] = e;
     pthread_mutex_unlock(&c->reg_lock);
     return NOTIFY_STATUS_OK;
 }
 
+/* A registration whose rule failed leaves its context with the caller: find the entry by id
+ * (it may already be gone) and drop its release before removing it. */
+static void withdraw_entry(CNotify_center *c, const char *name, uint64_t id) {
+    pthread_mutex_lock(&c->reg_lock);
+    cn_name_slot *slot = cn_map_get(&c->names, name);
+    for (size_t i = 0; slot && i < slot->count; i++)
+        if (slot->entries[i]->id == id) slot->entries[i]->release = NULL;
+    pthread_mutex_unlock(&c->reg_lock);
+    char saved[CN_RULE_MAX];
+    snprintf(saved, sizeof saved, "%s", CNotify_last_error());
+    CNotify_center_remove_handler(c, id);
+    cn_set_error("%s", saved);
+}
+
 static uint32_t register_entry(CNotify_center *c, cn_entry *e, const char *name, uint64_t *out_id) {
     uint32_t st = cn_fork_check();
     if (st == NOTIFY_STATUS_OK) st = cn_center_start(c);
-    if (st == NOTIFY_STATUS_OK) st = add_entry(c, e);
-    if (st == NOTIFY_STATUS_OK) {
-        uint64_t id = e->id; /* read now: once registered, a remove on another thread may free e */
-        if (out_id) *out_id = id;
-        st = cn_rules_for_new_name(c, name);
-        if (st != NOTIFY_STATUS_OK) {
-            /* A failed registration leaves the context with the caller: do not release it. */
-            pthread_mutex_lock(&c->reg_lock);
-            e->release = NULL;
-            pthread_mutex_unlock(&c->reg_lock);
-            char saved[CN_RULE_MAX];
-            snprintf(saved, sizeof saved, "%s", CNotify_last_error());
-            CNotify_center_remove_handler(c, id);
-            cn_set_error("%s", saved);
-        }
+    uint64_t id = 0;
+    if (st == NOTIFY_STATUS_OK) st = add_entry(c, e, &id);
+    if (st != NOTIFY_STATUS_OK) {
+        free(e->name);
+        free(e);
         return st;
     }
-    free(e->name);
-    free(e);
+    if (out_id) *out_id = id;
+    st = cn_rules_for_new_name(c, name);
+    if (st != NOTIFY_STATUS_OK) withdraw_entry(c, name, id);
     return st;
 }
 
