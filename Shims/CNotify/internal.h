@@ -84,6 +84,7 @@ typedef struct cn_name_slot {
     cn_entry **entries;
     size_t count, cap;
     uint64_t rule_gen;          /* connection generation that holds this name's match rule */
+    int rule_in_flight;         /* its AddMatch is sent and not yet answered: others wait */
 } cn_name_slot;
 
 struct CNotify_center {

@@ -257,6 +257,7 @@ static void publish_connection(CNotify_center *c, DBusConnection *conn) {
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     cn_rules_after_connect(c, conn);
+    pthread_cond_broadcast(&c->reg_cond); /* registrants waiting on the old connection's rules */
     pthread_mutex_unlock(&c->reg_lock);
 }
 

@@ -163,6 +163,22 @@ static DBusConnection *current_connection(CNotify_center *c, uint64_t *gen) {
     return conn;
 }
 
+static uint64_t connection_gen(CNotify_center *c) {
+    pthread_mutex_lock(&c->lock);
+    uint64_t gen = c->conn_gen;
+    pthread_mutex_unlock(&c->lock);
+    return gen;
+}
+
+/* The AddMatch of `name` on `gen` was answered (or abandoned): let waiting registrants go. */
+static void rule_settled(CNotify_center *c, const char *name, uint64_t gen) {
+    pthread_mutex_lock(&c->reg_lock);
+    cn_name_slot *slot = cn_map_get(&c->names, name);
+    if (slot && slot->rule_gen == gen) slot->rule_in_flight = 0;
+    pthread_cond_broadcast(&c->reg_cond);
+    pthread_mutex_unlock(&c->reg_lock);
+}
+
 uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name) {
     char rule[CN_RULE_MAX + 64];
     int need_compat = 0, need_name = 0;
@@ -174,7 +190,14 @@ uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name) {
         need_compat = c->compat_gen != gen;
         need_name = slot->rule_gen != gen;
         if (need_compat) c->compat_gen = gen;
-        if (need_name) slot->rule_gen = gen;
+        if (need_name) { slot->rule_gen = gen; slot->rule_in_flight = 1; }
+    }
+    if (!need_name && slot && conn && slot->rule_in_flight && !cn_on_io_thread(c)) {
+        /* Another thread is adding this name's rule: return only once the bus has it, or the
+         * connection changed (the reconnect adds it), or the name lost its last observer. */
+        while ((slot = cn_map_get(&c->names, name)) && slot->rule_in_flight && slot->rule_gen == gen &&
+               connection_gen(c) == gen)
+            pthread_cond_wait(&c->reg_cond, &c->reg_lock);
     }
     if (need_name) cn_name_rule(name, rule, sizeof rule);
     uint32_t st = NOTIFY_STATUS_OK;
@@ -194,6 +217,7 @@ uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name) {
         uint32_t st2 = await_add_match(c, exact, name, gen);
         st = st1 != NOTIFY_STATUS_OK ? st1 : st2;
     }
+    if (need_name) rule_settled(c, name, gen);
     if (conn) dbus_connection_unref(conn);
     return st;
 }
@@ -225,5 +249,6 @@ void cn_rules_after_connect(CNotify_center *c, DBusConnection *conn) {
             cn_name_rule(node->key, rule, sizeof rule);
             dbus_bus_add_match(conn, rule, NULL);
             slot->rule_gen = gen;
+            slot->rule_in_flight = 0;
         }
 }

@@ -72,5 +72,41 @@ extension IntegrationSuites {
             }
             #expect(center.statistics.gaps == 0)
         }
+
+        @Test("two threads registering the same new name: neither returns before the bus has the rule")
+        func concurrentFirstRegistration() throws {
+            let poster = try NotifyCenter(bus: bus.address) // another connection
+            // Hold the delivery thread inside a callback: no AddMatch reply can be dispatched now.
+            let entered = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+            let blocker = try center.observe("routing.block", queue: nil) { _ in entered.signal(); release.wait() }
+            try poster.post("routing.block")
+            #expect(entered.wait(timeout: .now() + 20) == .success)
+            let returned = Atomic<Int>(0)
+            let observations = Mutex<[NotificationObservation]>([])
+            let arrived = Mutex(0)
+            let group = DispatchGroup()
+            for _ in 0..<2 {
+                group.enter()
+                Thread {
+                    defer { group.leave() }
+                    guard let o = try? center.observe("routing.pending", queue: nil, handler: { _ in arrived.withLock { $0 += 1 } })
+                    else { return }
+                    returned.add(1, ordering: .relaxed)
+                    observations.withLock { $0.append(o) }
+                }.start()
+            }
+            // One thread sent the AddMatch and waits for its reply; the other must wait for it too.
+            // Nothing signals "did not return", so this is a bounded look (an early return takes µs).
+            _ = group.wait(timeout: .now() + 0.3)
+            #expect(returned.load(ordering: .relaxed) == 0, "a registration returned before the bus had its rule")
+            release.signal()
+            #expect(group.wait(timeout: .now() + 20) == .success)
+            #expect(returned.load(ordering: .relaxed) == 2)
+            try poster.post("routing.pending")
+            try repeatUntil(timeout: 20, interval: 0.01, "the post to reach both observers", action: {},
+                            done: { arrived.withLock { $0 } == 2 })
+            observations.withLock { $0.forEach { $0.cancel() } }
+            blocker.cancel()
+        }
     }
 }
