@@ -104,7 +104,7 @@ struct CNotify_center {
     pthread_cond_t cond;
     DBusConnection *conn;           /* opened and closed by the I/O thread; NULL while disconnected */
     int connected;
-    int stopping;
+    _Atomic int stopping;           /* read by the I/O thread every iteration, without a lock */
     int free_on_exit;               /* destroyed from its own I/O thread: that thread frees it */
     uint64_t conn_gen;              /* bumped on every (re)connection; 0 = never connected */
     uint64_t compat_gen;            /* generation holding the plain-interface rule */

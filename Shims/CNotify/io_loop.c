@@ -323,12 +323,11 @@ static void poll_once(CNotify_center *c) {
 static void *io_main(void *arg) {
     CNotify_center *c = arg;
     int backoff = BACKOFF_FIRST_MS;
+    /* Only this thread sets c->conn (publish/drop), so it keeps its own copy and takes no lock
+     * per iteration: posters hold c->lock while they send. */
+    DBusConnection *conn = c->conn;
     for (;;) {
-        pthread_mutex_lock(&c->lock);
-        int stopping = c->stopping;
-        DBusConnection *conn = c->conn;
-        pthread_mutex_unlock(&c->lock);
-        if (stopping) break;
+        if (atomic_load_explicit(&c->stopping, memory_order_acquire)) break;
         if (!conn) {
             conn = cn_connect(c);
             if (!conn) {
@@ -343,6 +342,7 @@ static void *io_main(void *arg) {
         while (dbus_connection_dispatch(conn) == DBUS_DISPATCH_DATA_REMAINS) {}
         if (!dbus_connection_get_is_connected(conn)) {
             drop_connection(c);
+            conn = NULL;
             continue;
         }
         poll_once(c);
@@ -385,9 +385,9 @@ int cn_io_stop(CNotify_center *c) {
     if (!c->started) return 1;
     int self = cn_on_io_thread(c);
     pthread_mutex_lock(&c->lock);
-    c->stopping = 1;
     c->free_on_exit = self;
     pthread_mutex_unlock(&c->lock);
+    atomic_store_explicit(&c->stopping, 1, memory_order_release);
     cn_io_wake(c);
     if (self) {
         pthread_detach(c->io_thread);
