@@ -267,7 +267,7 @@ static void poll_once(CNotify_center *c) {
     DBusWatch *ws[MAXW + 1];
     nfds_t n = 1;
     fds[0] = (struct pollfd){ .fd = c->wake_fd, .events = POLLIN };
-    int timeout = -1;
+    int timeout = -1; /* stays -1 when no timeout is enabled: then nothing below can be due */
     uint64_t now = now_ms();
     pthread_mutex_lock(&c->watch_lock);
     for (size_t i = 0; i < c->nwatches && n <= MAXW; i++) {
@@ -304,7 +304,7 @@ static void poll_once(CNotify_center *c) {
         pthread_rwlock_unlock(&c->io_gate);
     }
     now = now_ms();
-    for (;;) {
+    for (; timeout >= 0;) { /* most iterations have no enabled timeout: skip the gate then */
         DBusTimeout *due = NULL;
         pthread_rwlock_wrlock(&c->io_gate);
         pthread_mutex_lock(&c->watch_lock);

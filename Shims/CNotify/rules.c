@@ -236,9 +236,7 @@ void cn_rules_for_gone_name(CNotify_center *c, cn_name_slot *slot, const char *n
 }
 
 void cn_rules_after_connect(CNotify_center *c, DBusConnection *conn) {
-    uint64_t gen;
-    DBusConnection *current = current_connection(c, &gen);
-    if (current) dbus_connection_unref(current);
+    uint64_t gen = connection_gen(c);
     if (c->names.count == 0) return;
     char rule[CN_RULE_MAX + 64];
     dbus_bus_add_match(conn, CN_COMPAT_RULE, NULL); /* no reply awaited: thousands may follow */

@@ -30,6 +30,15 @@ static void say(const char *fmt, const char *arg) {
     pthread_mutex_unlock(&lock);
 }
 
+/* The readiness handshake of the long-running roles: say "ready", then idle until the parent
+ * closes our stdin. */
+static int ready_then_idle(void) {
+    say("%s\n", "ready");
+    char buf[16];
+    while (fgets(buf, sizeof buf, stdin)) {}
+    return 0;
+}
+
 static int fail(const char *what, uint32_t st) {
     fprintf(stderr, "cnotify-probe: %s: %s (%u): %s\n", what, CNotify_status_string(st), st, CNotify_last_error());
     return 1;
@@ -173,10 +182,7 @@ static int cmd_bench_echo(int argc, char **argv) {
     pong_name = argv[1];
     uint32_t st = CNotify_center_add_observer(CNotify_center_get_darwin_notify_center(), NULL, echo_cb, argv[0]);
     if (st != NOTIFY_STATUS_OK) return fail("add_observer", st);
-    say("%s\n", "ready");
-    char buf[16];
-    while (fgets(buf, sizeof buf, stdin)) {} /* until the benchmark closes our stdin */
-    return 0;
+    return ready_then_idle();
 }
 
 static uint64_t now_ns(void) {
@@ -234,10 +240,7 @@ static int cmd_observe_many(int argc, char **argv) {
         uint32_t st = CNotify_center_add_observer(c, NULL, ignore_cb, name);
         if (st != NOTIFY_STATUS_OK) return fail("add_observer", st);
     }
-    say("%s\n", "ready");
-    char buf[16];
-    while (fgets(buf, sizeof buf, stdin)) {}
-    return 0;
+    return ready_then_idle();
 }
 
 /* fork NAME: with a live registration, fork; the child's calls must be refused (never touching
@@ -357,10 +360,7 @@ static int cmd_bench_stamp(int argc, char **argv) {
     if (argc < 1) return fail("usage: bench-stamp NAME", NOTIFY_STATUS_INVALID_REQUEST);
     uint32_t st = CNotify_center_add_observer(CNotify_center_get_darwin_notify_center(), NULL, stamp_cb, argv[0]);
     if (st != NOTIFY_STATUS_OK) return fail("add_observer", st);
-    say("%s\n", "ready");
-    char buf[16];
-    while (fgets(buf, sizeof buf, stdin)) {}
-    return 0;
+    return ready_then_idle();
 }
 
 /* bench-fanout-post NAME M GAP_MS: M posts of NAME, GAP_MS apart, printing each post's time. */
