@@ -9,9 +9,13 @@ let package = Package(
         .library(name: "CNotify", type: .dynamic, targets: ["CNotify"]),
         .executable(name: "notifyutil", targets: ["notifyutil"]),
         .executable(name: "notify-bench", targets: ["notify-bench"]),
+        .library(name: "Wormhole", targets: ["Wormhole"]),
+        .executable(name: "wormhole", targets: ["wormhole"]),
     ],
     dependencies: [
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
     targets: [
         .systemLibrary(
@@ -31,6 +35,11 @@ let package = Package(
         .target(name: "DarwinNotify", dependencies: ["CNotify"]),
         .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CNotify"]),
         .executableTarget(name: "notifyutil", dependencies: ["NotifyUtilCore"]),
+        .target(name: "Wormhole", dependencies: ["DarwinNotify", .product(name: "SystemPackage", package: "swift-system")]),
+        .executableTarget(
+            name: "wormhole",
+            dependencies: ["Wormhole", "DarwinNotify", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         // C programs used by the integration tests and the benchmark: a CNotify client, and the
         // raw-libdbus floor that the benchmark compares against (no wrapper at all).
         .executableTarget(name: "cnotify-probe", dependencies: ["CNotify"]),

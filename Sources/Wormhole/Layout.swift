@@ -1,0 +1,54 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Foundation
+import SystemPackage
+
+/// Where a wormhole keeps its files inside the group container (docs/PROTOCOL.md):
+///
+///     <container>/<directory>/messages/<identifier>      latest message (file, coordinated)
+///     <container>/<directory>/locks/<identifier>         flock(2) target (coordinated)
+///     <container>/<directory>/queues/<identifier>/       one queue (queue transiting)
+///     <container>/<directory>/quarantine/<identifier>/   damaged files, moved aside
+struct Layout: Sendable {
+    let base: FilePath
+    let shared: Bool
+
+    var messages: FilePath { base.appending("messages") }
+    var locks: FilePath { base.appending("locks") }
+    var queues: FilePath { base.appending("queues") }
+    var quarantine: FilePath { base.appending("quarantine") }
+
+    func message(_ identifier: String) -> FilePath { messages.appending(identifier) }
+    func lock(_ identifier: String) -> FilePath { locks.appending(identifier) }
+    func queue(_ identifier: String) -> FilePath { queues.appending(identifier) }
+
+    var filePermissions: FilePermissions {
+        shared ? [.ownerReadWrite, .groupReadWrite] : [.ownerReadWrite]
+    }
+    var directoryPermissions: FilePermissions { GroupContainer.permissions(shared: shared) }
+
+    func makeDirectories() throws(WormholeError) {
+        for directory in [base, messages, locks, queues, quarantine] {
+            try PosixFiles.makeDirectory(directory, permissions: directoryPermissions)
+        }
+    }
+
+    private static let quarantineCounter = Counter()
+
+    /// Moves a damaged file out of the way, so that nobody reads it again and nothing is lost:
+    /// `quarantine/<identifier>/<seconds>-<pid>-<n>[-<name>]`. Returns the new path.
+    func quarantine(_ path: FilePath, identifier: String) throws(WormholeError) -> FilePath {
+        let folder = quarantine.appending(identifier)
+        try PosixFiles.makeDirectory(folder, permissions: directoryPermissions)
+        var name = "\(Int(Date().timeIntervalSince1970))-\(getpid())-\(Layout.quarantineCounter.next())"
+        if let last = path.lastComponent?.string, last != identifier { name += "-" + last }
+        let destination = folder.appending(name)
+        if rename(path.string, destination.string) != 0 {
+            throw .io("move \(path) to quarantine", Errno(rawValue: errno))
+        }
+        return destination
+    }
+}

@@ -1,0 +1,168 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Foundation
+import SystemPackage
+import Synchronization
+
+/// The file operations a wormhole needs that Foundation does not give: fsync before rename
+/// (`Data.write(options: .atomic)` does not sync), O_NOFOLLOW opens, link without replace, flock.
+/// Built on swift-system's `FileDescriptor`, `FilePath` and `Errno`.
+enum PosixFiles {
+    /// Creates `path` with `permissions` unless it exists (`mkdir(2)`, then `chmod(2)` so the
+    /// process umask cannot narrow a shared directory).
+    static func makeDirectory(_ path: FilePath, permissions: FilePermissions) throws(WormholeError) {
+        if mkdir(path.string, permissions.rawValue) == 0 {
+            if chmod(path.string, permissions.rawValue) != 0 {
+                throw .io("chmod \(path)", Errno(rawValue: errno))
+            }
+        } else if errno != EEXIST {
+            throw .io("mkdir \(path)", Errno(rawValue: errno))
+        }
+    }
+
+    /// Creates every missing directory up to `path`, each with `permissions`.
+    static func makeDirectories(_ path: FilePath, permissions: FilePermissions) throws(WormholeError) {
+        var partial = FilePath(root: path.root)
+        for component in path.components {
+            partial.append(component)
+            try makeDirectory(partial, permissions: permissions)
+        }
+    }
+
+    private static let tempCounter = Counter()
+
+    /// A name for a temporary file that no identifier can take (identifiers never start with '.').
+    static func temporaryName() -> String {
+        ".tmp-\(getpid())-\(tempCounter.next())-\(UInt32.random(in: 0 ... .max))"
+    }
+
+    /// Writes `bytes` to a new temporary file in `directory`, syncs it, and returns its path.
+    /// On failure nothing is left behind.
+    static func writeTemporary(_ bytes: Data, in directory: FilePath, permissions: FilePermissions,
+                               sync: Bool) throws(WormholeError) -> FilePath {
+        let temp = directory.appending(temporaryName())
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(temp, .writeOnly, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
+                                         permissions: permissions)
+        } catch {
+            throw .io("create \(temp)", error as? Errno ?? .ioError)
+        }
+        do {
+            _ = try bytes.withUnsafeBytes { try fd.writeAll($0) }
+            if sync, fsync(fd.rawValue) != 0 { throw Errno(rawValue: errno) }
+            try fd.close()
+        } catch {
+            _ = try? fd.close()
+            unlink(temp.string)
+            throw .io("write \(temp)", error as? Errno ?? .ioError)
+        }
+        return temp
+    }
+
+    /// Replaces `destination` with `bytes` atomically: temporary file, fsync, rename. A reader
+    /// sees the old file or the new one, never a part; on any failure the old file is intact.
+    static func replaceAtomically(_ destination: FilePath, with bytes: Data, permissions: FilePermissions,
+                                  sync: Bool) throws(WormholeError) {
+        let directory = destination.removingLastComponent()
+        let temp = try writeTemporary(bytes, in: directory, permissions: permissions, sync: sync)
+        if rename(temp.string, destination.string) != 0 {
+            let error = Errno(rawValue: errno)
+            unlink(temp.string)
+            throw .io("rename to \(destination)", error)
+        }
+    }
+
+    /// The whole file, or nil if it does not exist. Refuses symlinks and files over `limit`.
+    static func readFile(_ path: FilePath, limit: Int) throws(WormholeError) -> Data? {
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec])
+        } catch let error as Errno where error == .noSuchFileOrDirectory {
+            return nil
+        } catch {
+            throw .io("open \(path)", error as? Errno ?? .ioError)
+        }
+        defer { _ = try? fd.close() }
+        var info = stat()
+        guard fstat(fd.rawValue, &info) == 0 else { throw .io("fstat \(path)", Errno(rawValue: errno)) }
+        let size = Int(info.st_size)
+        guard size <= limit else {
+            throw WormholeError(.payloadTooLarge, "\(path) is \(size) bytes, over this wormhole's limit of \(limit)")
+        }
+        var data = Data(count: size)
+        do {
+            let read = try data.withUnsafeMutableBytes { buffer in
+                var done = 0
+                while done < size {
+                    let n = try fd.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]))
+                    if n == 0 { break }
+                    done += n
+                }
+                return done
+            }
+            if read < size { data.removeSubrange(read...) }
+        } catch {
+            throw .io("read \(path)", error as? Errno ?? .ioError)
+        }
+        return data
+    }
+
+    /// Names in `directory` that do not start with '.', or [] if it does not exist.
+    static func listDirectory(_ directory: FilePath) throws(WormholeError) -> [String] {
+        guard let dir = opendir(directory.string) else {
+            if errno == ENOENT { return [] }
+            throw .io("opendir \(directory)", Errno(rawValue: errno))
+        }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+            }
+            if !name.hasPrefix(".") { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    /// Removes a file; a missing file is not an error.
+    static func remove(_ path: FilePath) throws(WormholeError) {
+        if unlink(path.string) != 0 && errno != ENOENT { throw .io("unlink \(path)", Errno(rawValue: errno)) }
+    }
+}
+
+/// A process-wide counter for unique temporary names.
+final class Counter: Sendable {
+    private let value = Mutex<UInt64>(0)
+    func next() -> UInt64 { value.withLock { $0 += 1; return $0 } }
+}
+
+/// An advisory lock on a file, across processes (`flock(2)`). Each lock opens its own file
+/// description, so two threads of one process exclude each other too.
+final class FileLock {
+    let fd: FileDescriptor
+    let path: FilePath
+
+    /// Opens (creating) `path` and takes the lock; `exclusive` for writers, shared for readers.
+    init(_ path: FilePath, exclusive: Bool, permissions: FilePermissions) throws(WormholeError) {
+        do {
+            fd = try FileDescriptor.open(path, .readWrite, options: [.create, .noFollow, .closeOnExec],
+                                         permissions: permissions)
+        } catch {
+            throw .io("open lock \(path)", error as? Errno ?? .ioError)
+        }
+        self.path = path
+        while flock(fd.rawValue, exclusive ? LOCK_EX : LOCK_SH) != 0 {
+            if errno == EINTR { continue }
+            let error = Errno(rawValue: errno)
+            _ = try? fd.close()
+            throw .io("flock \(path)", error)
+        }
+    }
+
+    /// Releases the lock (closing the descriptor releases it).
+    func unlock() { _ = try? fd.close() }
+}

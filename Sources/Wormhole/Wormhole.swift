@@ -1,0 +1,227 @@
+import DarwinNotify
+import Dispatch
+import Foundation
+import SystemPackage
+
+/// Messages with payloads between cooperating processes: the payload is persisted in the group
+/// container, and a Darwin notification announces it (MMWormhole's design, without its losses:
+/// see docs/DESIGN.md).
+public final class Wormhole: Sendable {
+    public let container: GroupContainer
+    /// The wormhole's folder inside the container (MMWormhole's `optionalDirectory`).
+    public let directory: String
+    public let transiting: Transiting
+    public let configuration: WormholeConfiguration
+    public let center: NotifyCenter
+    let layout: Layout
+
+    /// Opens the wormhole `directory` of a group container, creating its folders.
+    /// - Parameters:
+    ///   - container: where the group's files are; by default found from `group` (see
+    ///     `GroupContainer`).
+    ///   - center: the notification center that announces messages; `.default` is the process's.
+    /// - Throws: `.invalidGroup`, `.invalidIdentifier` (directory), `.unsafeContainer`, `.io`.
+    public init(group: String, directory: String = "wormhole", transiting: Transiting = .file,
+                container: GroupContainer? = nil, configuration: WormholeConfiguration = WormholeConfiguration(),
+                center: NotifyCenter = .default) throws(WormholeError) {
+        try Names.validateDirectory(directory)
+        let container = if let container { container } else { try GroupContainer(group: group) }
+        guard container.group == group else {
+            throw WormholeError(.invalidGroup, "container is for group '\(container.group)', not '\(group)'")
+        }
+        guard configuration.maxPayloadBytes >= 0 else {
+            throw WormholeError(.payloadTooLarge, "maxPayloadBytes must not be negative")
+        }
+        self.container = container
+        self.directory = directory
+        self.transiting = transiting
+        self.configuration = configuration
+        self.center = center
+        layout = Layout(base: FilePath(container.path).appending(directory), shared: container.sharing != .privateToUser)
+        try layout.makeDirectories()
+    }
+
+    /// The notification name that announces messages of `identifier` (docs/PROTOCOL.md).
+    public func notificationName(for identifier: String) -> String {
+        Names.notificationName(group: container.group, directory: directory, identifier: identifier)
+    }
+
+    var files: MessageFiles {
+        MessageFiles(layout: layout, coordinated: transiting == .coordinated, configuration: configuration)
+    }
+
+    func queue(_ identifier: String) -> MessageQueue {
+        MessageQueue(layout: layout, identifier: identifier, configuration: configuration)
+    }
+
+    // MARK: Passing
+
+    /// Passes `message` as JSON (MMWormhole `passMessageObject:identifier:`).
+    /// - Throws: `.encodingFailed`, `.payloadTooLarge`, `.diskFull`, `.queueFull`, `.notification`.
+    public func pass<T: Encodable>(_ message: T, identifier: String) throws(WormholeError) {
+        let payload: Data
+        do { payload = try JSONEncoder().encode(message) } catch {
+            throw WormholeError(.encodingFailed, "cannot encode \(T.self) as JSON: \(error)")
+        }
+        try pass(payload: payload, kind: .json, identifier: identifier)
+    }
+
+    /// Passes raw bytes.
+    public func pass(data: Data, identifier: String) throws(WormholeError) {
+        try pass(payload: data, kind: .data, identifier: identifier)
+    }
+
+    /// Passes JSON text, after checking that it parses (what `wormhole pass` does).
+    /// - Throws: `.invalidJSON` and the errors of `pass`.
+    public func passJSON(_ text: Data, identifier: String) throws(WormholeError) {
+        try Names.validateIdentifier(identifier)
+        try JSONText.validate(text)
+        try pass(payload: text, kind: .json, identifier: identifier)
+    }
+
+    private func pass(payload: Data, kind: WormholeMessage.Kind, identifier: String) throws(WormholeError) {
+        try Names.validateIdentifier(identifier)
+        guard payload.count <= configuration.maxPayloadBytes else {
+            throw WormholeError(.payloadTooLarge,
+                "payload for '\(identifier)' is \(payload.count) bytes, over the limit of \(configuration.maxPayloadBytes); nothing was written")
+        }
+        let envelope = Envelope(kind: kind, payload: payload)
+        switch transiting {
+        case .file, .coordinated: try files.write(envelope, identifier: identifier)
+        case .queue: try queue(identifier).append(envelope)
+        }
+        try announce(identifier)
+    }
+
+    func announce(_ identifier: String) throws(WormholeError) {
+        do {
+            try center.post(notificationName(for: identifier))
+        } catch {
+            throw WormholeError(.notification,
+                "message '\(identifier)' is stored, but announcing it failed: \(error); listeners see it at the next announcement")
+        }
+    }
+
+    // MARK: Reading
+
+    /// The current message of `identifier` (the newest, for a queue), nil if there is none.
+    /// - Throws: `.corruptMessage` (the file was quarantined), `.io`.
+    public func message(_ identifier: String) throws(WormholeError) -> WormholeMessage? {
+        try Names.validateIdentifier(identifier)
+        switch transiting {
+        case .file, .coordinated: return try files.read(identifier)
+        case .queue: return try queue(identifier).latest()
+        }
+    }
+
+    /// The current message decoded as `T` (MMWormhole `messageWithIdentifier:`).
+    /// - Throws: `.decodingFailed` if it is not a `T`, and the errors of `message(_:)`.
+    public func message<T: Decodable>(_ identifier: String, as type: T.Type) throws(WormholeError) -> T? {
+        try message(identifier)?.decode(T.self)
+    }
+
+    /// Atomically reads, changes and writes back the message of `identifier`, under the
+    /// cross-process lock of `coordinated` transiting, then announces it. Two processes updating
+    /// at once never lose an update. Returns the value written.
+    /// - Throws: `.invalidIdentifier` unless transiting is `.coordinated`, plus encoding/IO errors.
+    @discardableResult
+    public func update<T: Codable>(_ identifier: String, as type: T.Type,
+                                   _ body: (inout T?) throws -> Void) throws(WormholeError) -> T? {
+        try Names.validateIdentifier(identifier)
+        guard transiting == .coordinated else {
+            throw WormholeError(.invalidIdentifier, "update needs coordinated transiting (this wormhole is \(transiting.rawValue))")
+        }
+        let value = try files.update(identifier, as: type, body)
+        try announce(identifier)
+        return value
+    }
+
+    // MARK: Clearing and listing
+
+    /// Removes the message(s) of `identifier` (MMWormhole `clearMessageContentsForIdentifier:`).
+    public func clear(_ identifier: String) throws(WormholeError) {
+        try Names.validateIdentifier(identifier)
+        switch transiting {
+        case .file, .coordinated: try files.clear(identifier)
+        case .queue: try queue(identifier).clear()
+        }
+    }
+
+    /// Removes every message of this wormhole (MMWormhole `clearAllMessageContents`).
+    public func clearAll() throws(WormholeError) {
+        for identifier in try identifiers() { try clear(identifier) }
+    }
+
+    /// Identifiers that have messages.
+    public func identifiers() throws(WormholeError) -> [String] {
+        switch transiting {
+        case .file, .coordinated:
+            return try files.identifiers()
+        case .queue:
+            return try PosixFiles.listDirectory(layout.queues).filter { (try? queue($0).currentState().count) ?? 0 > 0 }
+        }
+    }
+
+    // MARK: Listening
+
+    /// Calls `handler` on `queue` for each message of `identifier` passed from now on
+    /// (MMWormhole `listenForMessageWithIdentifier:listener:`). Each listener has its own token
+    /// and gets each message once. A damaged message reaches the handler as a failure
+    /// (`.corruptMessage`, file quarantined) and listening goes on.
+    ///
+    /// With `queue` transiting, a `name` makes the listener durable: it first receives what was
+    /// passed while it was not running, and a later listener of that name resumes after the
+    /// last message whose handler returned.
+    /// - Parameter queue: where `handler` runs; by default a serial queue of this listener.
+    public func listen(for identifier: String, name: String? = nil, queue: DispatchQueue? = nil,
+                       handler: @escaping @Sendable (Result<WormholeMessage, WormholeError>) -> Void)
+        throws(WormholeError) -> WormholeListener {
+        let source = try makeSource(identifier, name: name)
+        let target = queue ?? DispatchQueue(label: "Wormhole.listener.\(identifier)")
+        let listener = WormholeListener(source: source, queue: target, handler: handler)
+        try listener.start(center: center, name: notificationName(for: identifier))
+        return listener
+    }
+
+    /// `listen` with the payload decoded as `T`; a payload that is not a `T` arrives as
+    /// `.decodingFailed`.
+    public func listen<T: Decodable & Sendable>(for identifier: String, as type: T.Type, name: String? = nil,
+                                                queue: DispatchQueue? = nil,
+                                                handler: @escaping @Sendable (Result<T, WormholeError>) -> Void)
+        throws(WormholeError) -> WormholeListener {
+        try listen(for: identifier, name: name, queue: queue) { result in
+            handler(result.flatMap { message in Result { () throws(WormholeError) -> T in try message.decode(T.self) } })
+        }
+    }
+
+    /// The messages of `identifier` as an async sequence: the same delivery as `listen`. For a
+    /// named queue listener a message counts as handled when the iterator is asked for the next.
+    public func messages(for identifier: String, name: String? = nil) throws(WormholeError) -> WormholeMessages {
+        let source = try makeSource(identifier, name: name)
+        let pump = MessagePump(source: source)
+        try pump.start(center: center, name: notificationName(for: identifier))
+        return WormholeMessages(pump: pump)
+    }
+
+    private func makeSource(_ identifier: String, name: String?) throws(WormholeError) -> any MessageSource {
+        try Names.validateIdentifier(identifier)
+        switch transiting {
+        case .file, .coordinated:
+            if let name {
+                throw WormholeError(.invalidIdentifier, "listener name '\(name)' needs queue transiting: file transiting keeps no cursors")
+            }
+            return LatestMessageSource(files: files, identifier: identifier)
+        case .queue:
+            return try QueueSource(queue: queue(identifier), listenerName: name)
+        }
+    }
+}
+
+extension Wormhole {
+    /// Checks a group identifier as `GroupContainer` does, without touching the disk.
+    public static func validateGroup(_ group: String) throws(WormholeError) { try Names.validateGroup(group) }
+    /// Checks a message identifier as every call does, without touching the disk.
+    public static func validateIdentifier(_ identifier: String) throws(WormholeError) {
+        try Names.validateIdentifier(identifier)
+    }
+}

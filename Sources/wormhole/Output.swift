@@ -1,0 +1,56 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Wormhole
+
+/// A failure of the command itself (not of the library), printed as `Error: …` with exit 1.
+struct WormholeCLIError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Prints a message's payload as one JSON line, flushed at once (a pipe reader waits for it).
+func printLine(_ message: WormholeMessage) throws {
+    guard let line = message.jsonLine() else {
+        throw WormholeCLIError("message '\(message.identifier)' is \(message.payload.count) bytes of binary data, not JSON")
+    }
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func printError(_ text: String) {
+    FileHandle.standardError.write(Data(("wormhole: " + text + "\n").utf8))
+}
+
+/// Listens until `count` messages were printed (forever without a count). The Nth message's
+/// handler cancels the listener itself, so no message after it is taken from a queue, and the
+/// cursor of a named listener is saved before the process exits.
+func listen(_ wormhole: Wormhole, identifier: String, name: String?, count: Int?) throws {
+    let queue = DispatchQueue(label: "wormhole.listen")
+    let done = DispatchSemaphore(value: 0)
+    let printed = Mutex(0)
+    let token = Mutex<WormholeListener?>(nil)
+    // Registered from inside `queue`, so no handler runs before `token` is set.
+    try queue.sync {
+        let listener = try wormhole.listen(for: identifier, name: name, queue: queue) { result in
+            switch result {
+            case .success(let message):
+                do { try printLine(message) } catch { printError("\(error)") }
+            case .failure(let error):
+                printError("\(error)")
+                return
+            }
+            let reached = printed.withLock { n -> Bool in
+                n += 1
+                return count.map { n >= $0 } ?? false
+            }
+            if reached {
+                token.withLock { $0?.cancel() }
+                done.signal()
+            }
+        }
+        token.withLock { $0 = listener }
+    }
+    printError("listening for \(wormhole.notificationName(for: identifier))")
+    done.wait()
+    token.withLock { $0 }?.cancelAndWait()
+}
