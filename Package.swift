@@ -44,6 +44,7 @@ let package = Package(
         // raw-libdbus floor that the benchmark compares against (no wrapper at all).
         .executableTarget(name: "cnotify-probe", dependencies: ["CNotify"]),
         .executableTarget(name: "dbus-floor", dependencies: ["CDBus"]),
+        .executableTarget(name: "wormhole-probe", dependencies: ["Wormhole"]),
         .executableTarget(
             name: "notify-bench",
             dependencies: ["DarwinNotify", .product(name: "Histogram", package: "hdrhistogram-swift")]
@@ -51,7 +52,7 @@ let package = Package(
         .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["DarwinNotify", "CNotify", "notifyutil", "cnotify-probe"]
+            dependencies: ["DarwinNotify", "CNotify", "Wormhole", "notifyutil", "cnotify-probe", "wormhole", "wormhole-probe"]
         ),
     ]
 )

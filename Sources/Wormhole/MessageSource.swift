@@ -94,9 +94,17 @@ final class QueueSource: MessageSource {
                 pending = nextSequence + 1
                 return result
             }
-            // No file: caught up, or removed by retention before this listener read it.
-            let state = try queue.currentState()
+            // No file: caught up, or removed by retention before this listener read it. Writers
+            // link files and move head under the exclusive lock, so look again under the shared
+            // lock: a file linked since the first look is visible then.
+            let lock = try queue.lock(exclusive: false)
+            defer { lock.unlock() }
+            let state = try queue.readState(lock)
             if nextSequence >= state.head { return nil }
+            if let result = try queue.read(nextSequence) {
+                pending = nextSequence + 1
+                return result
+            }
             let first = nextSequence
             // Below the tail: removed by retention. Inside the kept range: removed by a writer
             // that died while applying retention.

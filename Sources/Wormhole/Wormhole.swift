@@ -71,10 +71,15 @@ public final class Wormhole: Sendable {
         try pass(payload: data, kind: .data, identifier: identifier)
     }
 
-    /// Passes JSON text, after checking that it parses (what `wormhole pass` does).
+    /// Passes JSON text, after checking that it parses (what `wormhole pass` does). Whitespace
+    /// around the document (a here-doc's final newline) is dropped.
     /// - Throws: `.invalidJSON` and the errors of `pass`.
     public func passJSON(_ text: Data, identifier: String) throws(WormholeError) {
         try Names.validateIdentifier(identifier)
+        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09 }
+        let start = text.firstIndex { !isSpace($0) } ?? text.endIndex
+        let end = text.lastIndex { !isSpace($0) }.map { $0 + 1 } ?? start
+        let text = Data(text[start..<max(start, end)])
         try JSONText.validate(text)
         try pass(payload: text, kind: .json, identifier: identifier)
     }

@@ -84,6 +84,29 @@ final class ChildProcess: Sendable {
         }
     }
 
+    /// Waits until stderr contains `text` (readiness lines of tools whose stdout is data).
+    func waitForStderr(_ text: String, timeout: TimeInterval = 20) throws {
+        try waitUntil(timeout: timeout, "'\(text)' on stderr") { stderr.contains(text) }
+    }
+
+    /// Waits until stdout holds at least `count` lines.
+    func waitForLines(_ count: Int, timeout: TimeInterval = 60) throws {
+        try waitUntil(timeout: timeout, "\(count) lines on stdout") { stdout.utf8.lazy.filter { $0 == 0x0a }.count >= count }
+    }
+
+    private func waitUntil(timeout: TimeInterval, _ what: String, _ done: () -> Bool) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !done() {
+            if output.withLock({ $0.eofs == 2 }) {
+                throw TestFailure("\(command) closed its output before \(what); stdout: \(stdout.suffix(2000)) stderr: \(stderr.suffix(2000))")
+            }
+            if Date() > deadline {
+                throw TestFailure("timed out after \(timeout) s waiting for \(what) from \(command); stdout: \(stdout.suffix(2000)) stderr: \(stderr.suffix(2000))")
+            }
+            _ = arrived.wait(timeout: .now() + 0.5)
+        }
+    }
+
     func waitForLine(_ exact: String, timeout: TimeInterval = 20) throws {
         try waitForLine(timeout: timeout) { $0 == exact }
     }
@@ -107,6 +130,11 @@ final class ChildProcess: Sendable {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline { _ = arrived.wait(timeout: .now() + 0.05) }
         return !process.isRunning
+    }
+
+    func write(_ text: String) throws {
+        guard let stdinPipe else { throw TestFailure("\(command) was started without a stdin pipe") }
+        try stdinPipe.fileHandleForWriting.write(contentsOf: Data(text.utf8))
     }
 
     func closeStdin() { stdinPipe?.fileHandleForWriting.closeFile() }

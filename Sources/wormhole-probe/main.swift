@@ -1,0 +1,54 @@
+// A Wormhole client for the integration tests and the benchmark: the library driven from another
+// process, doing what the `wormhole` CLI does not (floods, coordinated updates, echoing).
+// Container and bus come from DARWIN_NOTIFY_CONTAINER_ROOT and DARWIN_NOTIFY_BUS.
+//
+//   wormhole-probe flood GROUP ID WRITER COUNT      queue: pass {"w":WRITER,"i":0…COUNT-1}
+//   wormhole-probe increment GROUP ID COUNT         coordinated: COUNT atomic increments of {"count"}
+//   wormhole-probe echo GROUP IN OUT [nosync]       file: each message on IN is passed back on OUT
+import Dispatch
+import Foundation
+import Wormhole
+
+struct Tick: Codable, Sendable { var w: Int; var i: Int }
+struct Counter: Codable, Sendable { var count: Int }
+
+func fail(_ text: String) -> Never {
+    FileHandle.standardError.write(Data("wormhole-probe: \(text)\n".utf8))
+    exit(1)
+}
+
+let args = CommandLine.arguments
+guard args.count >= 4 else { fail("usage: see the comment at the top of main.swift") }
+do {
+    switch args[1] {
+    case "flood" where args.count == 6:
+        let wormhole = try Wormhole(group: args[2], transiting: .queue)
+        guard let writer = Int(args[4]), let count = Int(args[5]) else { fail("bad numbers") }
+        for i in 0..<count { try wormhole.pass(Tick(w: writer, i: i), identifier: args[3]) }
+        print("done \(count)")
+    case "increment" where args.count == 5:
+        let wormhole = try Wormhole(group: args[2], transiting: .coordinated)
+        guard let count = Int(args[4]) else { fail("bad count") }
+        for _ in 0..<count {
+            try wormhole.update(args[3], as: Counter.self) { value in
+                value = Counter(count: (value?.count ?? 0) + 1)
+            }
+        }
+        print("done \(count)")
+    case "echo" where args.count >= 5:
+        let sync = args.count < 6 || args[5] != "nosync"
+        let wormhole = try Wormhole(group: args[2], configuration: WormholeConfiguration(syncToDisk: sync))
+        let out = args[4]
+        let listener = try wormhole.listen(for: args[3], queue: DispatchQueue(label: "echo")) { result in
+            guard case .success(let message) = result else { return }
+            do { try wormhole.pass(data: message.payload, identifier: out) } catch { fail("\(error)") }
+        }
+        FileHandle.standardOutput.write(Data("ready\n".utf8))
+        while readLine() != nil {}
+        listener.cancelAndWait()
+    default:
+        fail("unknown command \(args.dropFirst().joined(separator: " "))")
+    }
+} catch {
+    fail("\(error)")
+}

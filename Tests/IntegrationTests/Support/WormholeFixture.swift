@@ -1,0 +1,52 @@
+import Foundation
+import Wormhole
+import DarwinNotify
+
+/// A private bus and a fresh container root for one wormhole test, and the `wormhole` CLI bound
+/// to both.
+final class WormholeFixture: Sendable {
+    let bus: TestBus
+    let root: String
+    let center: NotifyCenter
+
+    init() throws {
+        bus = try TestBus()
+        root = try makeTemporaryDirectory("containers")
+        center = try NotifyCenter(bus: bus.address)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: root) }
+
+    /// What child processes need: the bus and the container root.
+    var environment: [String: String] { bus.environment.merging(["DARWIN_NOTIFY_CONTAINER_ROOT": root]) { $1 } }
+
+    /// A wormhole in this process, on the fixture's bus and root.
+    func wormhole(_ group: String = "group.test", transiting: Transiting = .file,
+                  configuration: WormholeConfiguration = WormholeConfiguration()) throws -> Wormhole {
+        let container = try GroupContainer(group: group, environment: ["DARWIN_NOTIFY_CONTAINER_ROOT": root])
+        return try Wormhole(group: group, transiting: transiting, container: container,
+                            configuration: configuration, center: center)
+    }
+
+    /// Runs `wormhole ARGS` to completion.
+    func cli(_ arguments: [String], timeout: TimeInterval = 30) throws -> (status: Int32, out: String, err: String) {
+        try run("wormhole", arguments, environment: environment, timeout: timeout)
+    }
+
+    /// Runs `wormhole ARGS` and fails unless it exits 0.
+    @discardableResult
+    func cliOK(_ arguments: [String]) throws -> String {
+        let result = try cli(arguments)
+        guard result.status == 0 else {
+            throw TestFailure("wormhole \(arguments) exited \(result.status): \(result.err)")
+        }
+        return result.out
+    }
+
+    /// Starts `wormhole … listen` and waits until it is registered.
+    func listener(_ arguments: [String]) throws -> ChildProcess {
+        let child = try ChildProcess("wormhole", arguments, environment: environment)
+        try child.waitForStderr("listening for")
+        return child
+    }
+}

@@ -1,0 +1,159 @@
+import DarwinNotify
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+import Wormhole
+
+/// Wormhole messages between real processes on a private bus.
+extension IntegrationSuites {
+    @Suite("Wormhole delivery", .serialized)
+    struct WormholeDeliveryTests {
+        let fixture: WormholeFixture
+        init() throws { fixture = try WormholeFixture() }
+
+        @Test("a message passed by one process reaches listeners in two others, in order")
+        func passToTwoListeners() throws {
+            let listeners = try (0..<2).map { _ in
+                try fixture.listener(["listen", "group.test", "greeting", "--count", "3"])
+            }
+            for n in 1...3 {
+                try fixture.cliOK(["pass", "group.test", "greeting", "{\"n\":\(n),\"text\":\"hi \(n)\"}"])
+                // File transiting keeps the latest message only: wait for each before the next.
+                for listener in listeners { try listener.waitForLines(n) }
+            }
+            for listener in listeners {
+                #expect(try listener.waitForExit() == 0)
+                #expect(listener.lines == (1...3).map { "{\"n\":\($0),\"text\":\"hi \($0)\"}" })
+            }
+            #expect(try fixture.cliOK(["read", "group.test", "greeting"]) == "{\"n\":3,\"text\":\"hi 3\"}\n")
+        }
+
+        @Test("several listeners in one process fire once each per message, even when it is announced again")
+        func listenersFireOnce() throws {
+            let wormhole = try fixture.wormhole()
+            let got = Mutex<[[Int]]>(Array(repeating: [], count: 3))
+            let arrived = DispatchSemaphore(value: 0)
+            let listeners = try (0..<3).map { index in
+                try wormhole.listen(for: "ping", as: Int.self) { result in
+                    guard case .success(let value) = result else { return }
+                    got.withLock { $0[index].append(value) }
+                    arrived.signal()
+                }
+            }
+            for n in 1...5 {
+                try fixture.cliOK(["pass", "group.test", "ping", "\(n)"])
+                for _ in 0..<3 { #expect(arrived.wait(timeout: .now() + 20) == .success) }
+                // The same message announced twice more by a stranger: nobody fires again.
+                try notifyutilPost([wormhole.notificationName(for: "ping"), wormhole.notificationName(for: "ping")], bus: fixture.bus)
+            }
+            try fixture.cliOK(["pass", "group.test", "ping", "6"])
+            for _ in 0..<3 { #expect(arrived.wait(timeout: .now() + 20) == .success) }
+            #expect(got.withLock { $0 } == Array(repeating: [1, 2, 3, 4, 5, 6], count: 3))
+            listeners.forEach { $0.cancelAndWait() }
+        }
+
+        @Test("a cancelled listener stops while the others go on")
+        func cancelOneListener() throws {
+            let wormhole = try fixture.wormhole()
+            let first = Mutex<[Int]>([]), second = Mutex<[Int]>([])
+            let arrived = DispatchSemaphore(value: 0)
+            let a = try wormhole.listen(for: "n", as: Int.self) { if case .success(let v) = $0 { first.withLock { $0.append(v) }; arrived.signal() } }
+            let b = try wormhole.listen(for: "n", as: Int.self) { if case .success(let v) = $0 { second.withLock { $0.append(v) }; arrived.signal() } }
+            try fixture.cliOK(["pass", "group.test", "n", "1"])
+            for _ in 0..<2 { #expect(arrived.wait(timeout: .now() + 20) == .success) }
+            a.cancelAndWait()
+            try fixture.cliOK(["pass", "group.test", "n", "2"])
+            #expect(arrived.wait(timeout: .now() + 20) == .success)
+            #expect(first.withLock { $0 } == [1])
+            #expect(second.withLock { $0 } == [1, 2])
+            b.cancelAndWait()
+        }
+
+        @Test("the async sequence yields messages passed by another process")
+        func asyncSequence() async throws {
+            let wormhole = try fixture.wormhole()
+            let messages = try wormhole.messages(for: "stream")
+            let fixture = self.fixture
+            let passer = Task.detached {
+                for n in 1...3 {
+                    try fixture.cliOK(["--transiting", "file", "pass", "group.test", "stream", "{\"n\":\(n)}"])
+                }
+            }
+            struct N: Decodable, Equatable { let n: Int }
+            var seen: [Int] = []
+            for await result in messages {
+                seen.append(try result.get().decode(N.self).n)
+                // File transiting may skip an intermediate message when passes outrun the reader;
+                // the last one always arrives.
+                if seen.last == 3 { break }
+            }
+            try await passer.value
+            #expect(seen.last == 3)
+            #expect(seen == seen.sorted() && Set(seen).count == seen.count)
+            messages.cancel()
+        }
+
+        @Test("Codable messages round-trip through the CLI: pass in Swift, read in another process")
+        func codableThroughCLI() throws {
+            struct Settings: Codable, Equatable { var theme: String; var size: Int }
+            let wormhole = try fixture.wormhole()
+            try wormhole.pass(Settings(theme: "dark", size: 3), identifier: "settings")
+            let line = try fixture.cliOK(["read", "group.test", "settings"])
+            let decoded = try JSONDecoder().decode(Settings.self, from: Data(line.utf8))
+            #expect(decoded == Settings(theme: "dark", size: 3))
+            try fixture.cliOK(["pass", "group.test", "settings", "{\"theme\":\"light\",\"size\":5}"])
+            #expect(try wormhole.message("settings", as: Settings.self) == Settings(theme: "light", size: 5))
+            #expect(try fixture.cliOK(["list", "group.test"]) == "settings\n")
+            try fixture.cliOK(["clear", "group.test", "settings"])
+            #expect(try wormhole.message("settings") == nil)
+            let missing = try fixture.cli(["read", "group.test", "settings"])
+            #expect(missing.status != 0 && missing.err.contains("no message"))
+        }
+
+        @Test("clear-all removes every identifier; JSON comes from stdin when omitted")
+        func clearAllAndStdin() throws {
+            for id in ["a", "b", "c"] { try fixture.cliOK(["pass", "group.test", id, "true"]) }
+            let piped = try ChildProcess("wormhole", ["pass", "group.test", "d"], environment: fixture.environment, stdin: true)
+            try piped.write("{\"from\": \"stdin\"}\n")
+            piped.closeStdin()
+            #expect(try piped.waitForExit() == 0)
+            #expect(try fixture.cliOK(["read", "group.test", "d"]) == "{\"from\": \"stdin\"}\n")
+            #expect(try fixture.cliOK(["list", "group.test"]) == "a\nb\nc\nd\n")
+            try fixture.cliOK(["clear-all", "group.test"])
+            #expect(try fixture.cliOK(["list", "group.test"]) == "")
+        }
+
+        @Test("coordinated updates from two processes lose nothing: 2 × 1,000 increments = 2,000")
+        func coordinatedIncrements() throws {
+            let writers = try (0..<2).map { _ in
+                try ChildProcess("wormhole-probe", ["increment", "group.test", "counter", "1000"], environment: fixture.environment)
+            }
+            for writer in writers {
+                #expect(try writer.waitForExit(timeout: 120) == 0, "\(writer.stderr)")
+            }
+            let out = try fixture.cliOK(["--transiting", "coordinated", "read", "group.test", "counter"])
+            #expect(out == "{\"count\":2000}\n")
+        }
+
+        @Test("two groups using the same identifier never hear each other's announcements")
+        func groupsAreNamespaced() throws {
+            let other = try fixture.wormhole("group.other")
+            let heard = Mutex(0)
+            let arrived = DispatchSemaphore(value: 0)
+            let observation = try fixture.center.observe(other.notificationName(for: "shared"), queue: nil) { _ in
+                heard.withLock { $0 += 1 }
+                arrived.signal()
+            }
+            try fixture.cliOK(["pass", "group.test", "shared", "\"for test\""])
+            try fixture.cliOK(["pass", "group.other", "shared", "\"for other\""])
+            #expect(arrived.wait(timeout: .now() + 20) == .success)
+            try fixture.center.flush()
+            try fixture.cliOK(["pass", "group.other", "shared", "\"again\""])
+            #expect(arrived.wait(timeout: .now() + 20) == .success)
+            #expect(heard.withLock { $0 } == 2)
+            #expect(try other.message("shared", as: String.self) == "again")
+            observation.cancel()
+        }
+    }
+}
