@@ -67,6 +67,7 @@ final class QueueSource: MessageSource {
         let path = queue.cursors.appending(listenerName)
         let fd = open(path.string, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, queue.layout.filePermissions.rawValue)
         guard fd >= 0 else { throw .io("open cursor \(path)", Errno(rawValue: errno)) }
+        try? PosixFiles.setExactPermissions(FileDescriptor(rawValue: fd), queue.layout.filePermissions)
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let error = errno
             Glibc.close(fd)

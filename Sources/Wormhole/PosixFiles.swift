@@ -52,6 +52,7 @@ enum PosixFiles {
             throw .io("create \(temp)", error as? Errno ?? .ioError)
         }
         do {
+            try setExactPermissions(fd, permissions)
             _ = try bytes.withUnsafeBytes { try fd.writeAll($0) }
             if sync, fsync(fd.rawValue) != 0 { throw Errno(rawValue: errno) }
             try fd.close()
@@ -61,6 +62,12 @@ enum PosixFiles {
             throw .io("write \(temp)", error as? Errno ?? .ioError)
         }
         return temp
+    }
+
+    /// Group bits of shared containers must survive the process umask, which `open` applies.
+    static func setExactPermissions(_ fd: FileDescriptor, _ permissions: FilePermissions) throws(Errno) {
+        guard permissions.contains(.groupRead) else { return }
+        if fchmod(fd.rawValue, permissions.rawValue) != 0 { throw Errno(rawValue: errno) }
     }
 
     /// Replaces `destination` with `bytes` atomically: temporary file, fsync, rename. A reader
@@ -155,6 +162,7 @@ final class FileLock {
             throw .io("open lock \(path)", error as? Errno ?? .ioError)
         }
         self.path = path
+        try? PosixFiles.setExactPermissions(fd, permissions)
         while flock(fd.rawValue, exclusive ? LOCK_EX : LOCK_SH) != 0 {
             if errno == EINTR { continue }
             let error = Errno(rawValue: errno)
