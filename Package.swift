@@ -47,7 +47,7 @@ let package = Package(
         .executableTarget(name: "wormhole-probe", dependencies: ["Wormhole"]),
         .executableTarget(
             name: "notify-bench",
-            dependencies: ["DarwinNotify", .product(name: "Histogram", package: "hdrhistogram-swift")]
+            dependencies: ["DarwinNotify", "Wormhole", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore"]),
         .testTarget(

@@ -1,5 +1,5 @@
 // notify-bench: DarwinNotify against the raw-libdbus floor, measured in the same run on a
-// private dbus-daemon. Usage: notify-bench latency|names|all [--samples N] [--rounds N] [--json]
+// private dbus-daemon. Usage: notify-bench <suite>|all [--samples N] [--rounds N] [--warmup N] [--json]
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -9,7 +9,7 @@ if arguments.count == 3, arguments[0] == "_swift-echo" || arguments[0] == "_swif
 }
 
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: notify-bench latency|names|throughput|fanout|check|memory|cli|all [--samples N] [--rounds N] [--warmup N] [--json]\n".utf8))
+    FileHandle.standardError.write(Data("usage: notify-bench latency|names|throughput|fanout|check|wormhole|memory|cli|all [--samples N] [--rounds N] [--warmup N] [--json]\n".utf8))
     exit(64)
 }
 
@@ -27,8 +27,8 @@ while i < arguments.count {
         default: options.warmup = n
         }
         i += 1
-    case "latency", "names", "throughput", "fanout", "check", "memory", "cli": suites.append(arguments[i])
-    case "all": suites += ["latency", "names", "throughput", "fanout", "check", "memory", "cli"]
+    case "latency", "names", "throughput", "fanout", "check", "wormhole", "memory", "cli": suites.append(arguments[i])
+    case "all": suites += ["latency", "names", "throughput", "fanout", "check", "wormhole", "memory", "cli"]
     default: usage()
     }
     i += 1
@@ -45,6 +45,15 @@ for suite in suites {
             : "names: C callback latency with 10,000 names observed by 10 other processes vs none"
         if options.json { print(json(suite: suite, rows: rows)) } else { printTable(title: title, rows: rows) }
         failed = failed || rows.contains { !$0.passes }
+    case "wormhole":
+        let (rows, metrics) = try await wormholeSuite(options)
+        if options.json {
+            print(json(suite: suite, rows: rows, metrics: metrics))
+        } else {
+            printTable(title: "wormhole: pass → listener in another process, one way (round trip / 2), \(options.rounds) interleaved rounds", rows: rows)
+            printMetrics(title: "wormhole: large payloads and queue throughput", metrics)
+        }
+        failed = failed || rows.contains { !$0.passes } || metrics.contains { !$0.passes }
     default:
         let (metrics, title): ([Metric], String)
         switch suite {

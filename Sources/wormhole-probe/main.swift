@@ -5,8 +5,10 @@
 //   wormhole-probe flood GROUP ID WRITER COUNT      queue: pass {"w":WRITER,"i":0…COUNT-1}
 //   wormhole-probe increment GROUP ID COUNT         coordinated: COUNT atomic increments of {"count"}
 //   wormhole-probe echo GROUP IN OUT [nosync]       file: each message on IN is passed back on OUT
+//   wormhole-probe drain GROUP ID COUNT              queue: print "ready", then "done" after COUNT messages
 import Dispatch
 import Foundation
+import Synchronization
 import Wormhole
 
 struct Tick: Codable, Sendable { var w: Int; var i: Int }
@@ -45,6 +47,19 @@ do {
         }
         FileHandle.standardOutput.write(Data("ready\n".utf8))
         while readLine() != nil {}
+        listener.cancelAndWait()
+    case "drain" where args.count == 5:
+        let wormhole = try Wormhole(group: args[2], transiting: .queue)
+        guard let count = Int(args[4]) else { fail("bad count") }
+        let done = DispatchSemaphore(value: 0)
+        let seen = Mutex(0)
+        let listener = try wormhole.listen(for: args[3]) { result in
+            guard case .success = result else { fail("\(result)") }
+            if seen.withLock({ $0 += 1; return $0 }) == count { done.signal() }
+        }
+        FileHandle.standardOutput.write(Data("ready\n".utf8))
+        done.wait()
+        FileHandle.standardOutput.write(Data("done \(count)\n".utf8))
         listener.cancelAndWait()
     default:
         fail("unknown command \(args.dropFirst().joined(separator: " "))")

@@ -1,0 +1,120 @@
+import DarwinNotify
+import Dispatch
+import Foundation
+import Synchronization
+import Wormhole
+
+/// `wormhole`: pass → listener in another process, as a ping-pong (an echo process passes each
+/// message back; one way = round trip / 2), for 1 KiB and 1 MiB payloads, with the container on
+/// disk (fsync before rename, the default) and on tmpfs; the notification latency (Swift closure,
+/// the layer a wormhole listener sits on) and the raw-libdbus floor measured in the same rounds.
+/// Then queue-mode throughput to a listener in another process.
+func wormholeSuite(_ options: Options) async throws -> (rows: [Row], metrics: [Metric]) {
+    let bus = try PrivateBus()
+    defer { bus.stop() }
+    let diskRoot = try benchDirectory(in: NSTemporaryDirectory())
+    let tmpfsRoot = try benchDirectory(in: "/dev/shm")
+    defer {
+        try? FileManager.default.removeItem(atPath: diskRoot)
+        try? FileManager.default.removeItem(atPath: tmpfsRoot)
+    }
+    let perRound = max(1, options.samples / options.rounds / 4)
+    let bigPerRound = max(10, perRound / 20)
+    var notification = Samples(), floor = Samples()
+    var small: [String: Samples] = [:], big: [String: Samples] = [:]
+    for _ in 0..<options.rounds {
+        notification.add(try await PingPong.measure(.swiftClosure, bus: bus.address, samples: perRound, warmup: options.warmup))
+        floor.add(try await PingPong.measure(.floor, bus: bus.address, samples: perRound, warmup: options.warmup))
+        for (place, root) in [("disk", diskRoot), ("tmpfs", tmpfsRoot)] {
+            small[place, default: Samples()].add(try wormholePing(bus: bus.address, root: root, size: 1024,
+                                                                  samples: perRound, warmup: options.warmup / 4))
+            big[place, default: Samples()].add(try wormholePing(bus: bus.address, root: root, size: 1 << 20,
+                                                                samples: bigPerRound, warmup: 5))
+        }
+    }
+    let rows = [
+        Row(label: PingPong.Variant.floor.rawValue, samples: floor, reference: nil, target: nil),
+        Row(label: "notification, Swift closure", samples: notification, reference: nil, target: nil),
+        Row(label: "1 KiB, disk (fsync), vs notification", samples: small["disk"]!, reference: notification.p50, target: 2.5),
+        Row(label: "1 KiB, tmpfs, vs notification", samples: small["tmpfs"]!, reference: notification.p50, target: 2.5),
+    ]
+    var metrics: [Metric] = []
+    for place in ["disk", "tmpfs"] {
+        let s = big[place]!
+        metrics.append(Metric(label: "1 MiB pass → listener, \(place)\(place == "disk" ? " (fsync)" : ""), p50",
+                              value: s.p50 / 1000, unit: "ms", reference: nil, goal: .atMost(5),
+                              note: String(format: "p99 %.2f ms, %llu samples", s.p99 / 1000, s.count)))
+    }
+    let count = max(500, options.samples / 3)
+    for (place, root) in [("disk", diskRoot), ("tmpfs", tmpfsRoot)] {
+        let rate = try queueThroughput(bus: bus.address, root: root, count: count)
+        metrics.append(Metric(label: "queue, 1 KiB messages, \(place)", value: rate, unit: "msg/s", reference: nil,
+                              goal: .none, note: "\(count) messages, all received, 1 writer → 1 listener process"))
+    }
+    return (rows, metrics)
+}
+
+private func benchDirectory(in parent: String) throws -> String {
+    let path = (parent as NSString).appendingPathComponent("notify-bench-wormhole-\(getpid())")
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
+                                            attributes: [.posixPermissions: 0o700])
+    return path
+}
+
+private func openWormhole(bus: String, root: String, transiting: Transiting) throws -> Wormhole {
+    let container = try GroupContainer(group: "group.bench", environment: ["DARWIN_NOTIFY_CONTAINER_ROOT": root])
+    return try Wormhole(group: "group.bench", transiting: transiting, container: container, center: try NotifyCenter(bus: bus))
+}
+
+/// One-way pass → listener time in another process, as round trip / 2.
+private func wormholePing(bus: String, root: String, size: Int, samples: Int, warmup: Int) throws -> Samples {
+    let env = ["DARWIN_NOTIFY_BUS": bus, "DARWIN_NOTIFY_CONTAINER_ROOT": root]
+    let echo = try Child("wormhole-probe", ["echo", "group.bench", "ping", "pong"], environment: env)
+    defer { echo.stop() }
+    _ = try echo.readLine { $0 == "ready" }
+    let wormhole = try openWormhole(bus: bus, root: root, transiting: .file)
+    let arrived = DispatchSemaphore(value: 0)
+    let pongAt = Mutex<UInt64>(0)
+    let wrongSize = Atomic<Bool>(false)
+    let listener = try wormhole.listen(for: "pong") { result in
+        let t = DispatchTime.now().uptimeNanoseconds
+        if (try? result.get().payload.count) != size { wrongSize.store(true, ordering: .relaxed) }
+        pongAt.withLock { $0 = t }
+        arrived.signal()
+    }
+    defer { listener.cancelAndWait() }
+    let payload = Data(repeating: 0x61, count: size)
+    var result = Samples()
+    for i in 0..<(warmup + samples) {
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        try wormhole.pass(data: payload, identifier: "ping")
+        guard arrived.wait(timeout: .now() + 30) == .success else { throw BenchError("no echo within 30 s") }
+        if i >= warmup { result.record((pongAt.withLock { $0 } - t0) / 2) }
+    }
+    if wrongSize.load(ordering: .relaxed) { throw BenchError("an echoed payload was not \(size) bytes") }
+    return result
+}
+
+/// Messages per second from `wormhole.pass` (queue) to the last one received by a listener in
+/// another process.
+private func queueThroughput(bus: String, root: String, count: Int) throws -> Double {
+    let env = ["DARWIN_NOTIFY_BUS": bus, "DARWIN_NOTIFY_CONTAINER_ROOT": root]
+    let identifier = "flood.\(UInt32.random(in: 0 ... .max))"
+    let drain = try Child("wormhole-probe", ["drain", "group.bench", identifier, "\(count)"], environment: env)
+    defer { drain.stop() }
+    _ = try drain.readLine { $0 == "ready" }
+    let wormhole = try openWormhole(bus: bus, root: root, transiting: .queue)
+    let payload = Data(repeating: 0x62, count: 1024)
+    let t0 = DispatchTime.now().uptimeNanoseconds
+    for _ in 0..<count { try wormhole.pass(data: payload, identifier: identifier) }
+    _ = try drain.readLine { $0.hasPrefix("done") }
+    let seconds = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+    try wormhole.clear(identifier)
+    return Double(count) / seconds
+}
+
+func json(suite: String, rows: [Row], metrics: [Metric]) -> String {
+    let r = json(suite: suite, rows: rows), m = json(suite: suite, metrics: metrics)
+    // {"suite":…,"rows":[…]} + {"suite":…,"measures":[…]} → one object with both.
+    return String(r.dropLast()) + "," + m.drop { $0 != "," }.dropFirst()
+}
