@@ -47,7 +47,10 @@ let package = Package(
         .executableTarget(name: "wormhole-probe", dependencies: ["Wormhole"]),
         .executableTarget(
             name: "notify-bench",
-            dependencies: ["DarwinNotify", "Wormhole", .product(name: "Histogram", package: "hdrhistogram-swift")]
+            // The probes and the floor are run as child processes; depending on them makes
+            // `swift run notify-bench` build them too.
+            dependencies: ["DarwinNotify", "Wormhole", "cnotify-probe", "dbus-floor", "notifyutil", "wormhole-probe",
+                           .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore"]),
         .testTarget(

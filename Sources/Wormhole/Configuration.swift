@@ -16,7 +16,7 @@ public struct WormholeConfiguration: Sendable, Equatable {
     /// Larger payloads are refused before anything is written.
     public var maxPayloadBytes: Int = 16 << 20
     /// fsync each message file before it is renamed into place, so a power loss cannot leave an
-    /// empty file under the message's name. Off only for containers on tmpfs, or if you accept that.
+    /// empty file under the message's name. Not done on tmpfs/ramfs, which have no disk.
     public var syncToDisk: Bool = true
     /// Retention of `queue` transiting.
     public var queue = QueueRetention()

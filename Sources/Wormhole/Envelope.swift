@@ -1,14 +1,19 @@
 import Foundation
 
-/// The on-disk form of a message (docs/PROTOCOL.md, "Wormhole files"): a magic line, a one-line
-/// JSON header, then the payload. The header carries the payload's length and checksum, so a
-/// truncated or altered file is recognised instead of being handed to a decoder.
+/// The on-disk form of a message (docs/PROTOCOL.md, "Message files"): one header line, then the
+/// payload. The header carries the payload's length and checksum, so a truncated or altered file
+/// is recognised instead of being handed to a decoder:
+///
+///     DNWH1 <id> <json|data> <length> <checksum, 16 hex> <passed, seconds> <pid>\n<payload>
+///
+/// A plain space-separated line rather than JSON: it is parsed on every delivery, and
+/// Foundation's JSON coders cost more than the rest of a read.
 struct Envelope: Sendable {
-    static let magic = Data("DNWH1\n".utf8)
-    /// A header is a few hundred bytes; anything longer is not ours.
-    static let maxHeaderBytes = 4096
+    static let magic = "DNWH1"
+    /// A header is under a hundred bytes; anything longer is not ours.
+    static let maxHeaderBytes = 512
 
-    struct Header: Codable, Sendable {
+    struct Header: Sendable, Equatable {
         /// Unique per pass: listeners use it so a message is never delivered twice.
         var id: String
         var kind: WormholeMessage.Kind
@@ -30,33 +35,43 @@ struct Envelope: Sendable {
     }
 
     func encoded() -> Data {
-        var data = Envelope.magic
-        data.append(try! JSONEncoder().encode(header))  // a struct of strings and numbers always encodes
-        data.append(0x0a)
+        let h = header
+        let line = "\(Envelope.magic) \(h.id) \(h.kind.rawValue) \(h.length) \(h.checksum) \(String(format: "%.6f", h.passed)) \(h.pid)\n"
+        var data = Data(capacity: line.utf8.count + payload.count)
+        data.append(contentsOf: line.utf8)
         data.append(payload)
         return data
     }
 
     /// Parses a file's bytes; the error says what is wrong with it.
     static func decode(_ data: Data) -> Result<Envelope, EnvelopeFault> {
-        guard data.count >= magic.count, data.prefix(magic.count) == magic else {
-            return .failure(.init("not a wormhole message (no DNWH1 magic)"))
+        guard let newline = data.prefix(maxHeaderBytes).firstIndex(of: 0x0a),
+              let line = String(data: data[data.startIndex ..< newline], encoding: .utf8)
+        else {
+            return .failure(.init(data.starts(with: Array(magic.utf8)) ? "header line missing or too long"
+                                                                        : "not a wormhole message (no \(magic) header)"))
         }
-        let rest = data.dropFirst(magic.count)
-        guard let newline = rest.prefix(maxHeaderBytes).firstIndex(of: 0x0a) else {
-            return .failure(.init("header line missing or over \(maxHeaderBytes) bytes"))
+        let fields = line.split(separator: " ", omittingEmptySubsequences: false)
+        guard fields.first == Substring(magic) else {
+            return .failure(.init("not a wormhole message (no \(magic) header)"))
         }
-        guard let header = try? JSONDecoder().decode(Header.self, from: rest[rest.startIndex ..< newline]) else {
+        guard fields.count == 7, let kind = WormholeMessage.Kind(rawValue: String(fields[2])),
+              let length = Int(fields[3]), length >= 0, fields[4].utf8.count == 16,
+              let passed = Double(fields[5]), let pid = Int32(fields[6])
+        else {
             return .failure(.init("header is not valid"))
         }
-        let payload = Data(rest[(newline + 1)...])
-        guard payload.count == header.length else {
-            return .failure(.init("payload is \(payload.count) bytes, header says \(header.length) (truncated?)"))
+        let payload = data[(newline + 1)...]
+        guard payload.count == length else {
+            return .failure(.init("payload is \(payload.count) bytes, header says \(length) (truncated?)"))
         }
-        guard Checksum.hex(of: payload) == header.checksum else {
+        let header = Header(id: String(fields[1]), kind: kind, length: length, checksum: String(fields[4]),
+                            passed: passed, pid: pid)
+        let body = Data(payload)
+        guard Checksum.hex(of: body) == header.checksum else {
             return .failure(.init("payload checksum mismatch"))
         }
-        return .success(Envelope(header: header, payload: payload))
+        return .success(Envelope(header: header, payload: body))
     }
 
     private init(header: Header, payload: Data) {

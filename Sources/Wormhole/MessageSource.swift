@@ -10,6 +10,10 @@ import SystemPackage
 /// report), nil when caught up; `commit()` records that the last one was handled.
 /// Used from one thread at a time (the listener's serial queue, or one async iterator).
 protocol MessageSource: AnyObject {
+    /// Whether one announcement may stand for several messages (a queue), so a drain reads until
+    /// `next()` is nil. A latest-message source has at most one new message per read, and a pass
+    /// made after the read announces itself again, so one read per announcement is enough.
+    var readsUntilEmpty: Bool { get }
     func next() -> Result<WormholeMessage, WormholeError>?
     func commit()
     func close()
@@ -22,6 +26,8 @@ final class LatestMessageSource: MessageSource {
     private let files: MessageFiles
     private let identifier: String
     private var lastDelivered: String?
+
+    var readsUntilEmpty: Bool { false }
 
     init(files: MessageFiles, identifier: String) {
         self.files = files
@@ -53,6 +59,7 @@ final class QueueSource: MessageSource {
     private var nextSequence: UInt64
     private var pending: UInt64?
     private let cursorFD: Int32?
+    var readsUntilEmpty: Bool { true }
 
     init(queue: MessageQueue, listenerName: String?) throws(WormholeError) {
         self.queue = queue

@@ -135,6 +135,25 @@ enum PosixFiles {
         return names.sorted()
     }
 
+    /// Whether `path` is on tmpfs or ramfs: the file system type of the mount that holds it, from
+    /// /proc/self/mountinfo (Glibc's Swift module does not export statfs(2), which would tell).
+    static func isInMemory(_ path: FilePath) -> Bool {
+        guard let resolved = realpath(path.string, nil) else { return false }
+        let real = String(cString: resolved)
+        free(resolved)
+        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+        var best: (length: Int, type: Substring) = (-1, "")
+        for line in table.split(separator: "\n") {
+            // "id parent major:minor root mountpoint options … - fstype source superoptions"
+            let fields = line.split(separator: " ")
+            guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
+            let mountPoint = fields[4].replacingOccurrences(of: "\\040", with: " ")
+            let covers = mountPoint == "/" || real == mountPoint || real.hasPrefix(mountPoint + "/")
+            if covers, mountPoint.count > best.length { best = (mountPoint.count, fields[dash + 1]) }
+        }
+        return best.type == "tmpfs" || best.type == "ramfs"
+    }
+
     /// Removes a file; a missing file is not an error.
     static func remove(_ path: FilePath) throws(WormholeError) {
         if unlink(path.string) != 0 && errno != ENOENT { throw .io("unlink \(path)", Errno(rawValue: errno)) }

@@ -14,6 +14,9 @@ public final class Wormhole: Sendable {
     public let configuration: WormholeConfiguration
     public let center: NotifyCenter
     let layout: Layout
+    /// `configuration`, with `syncToDisk` off on a RAM file system, where fsync has no disk to
+    /// reach and only costs time.
+    let storage: WormholeConfiguration
 
     /// Opens the wormhole `directory` of a group container, creating its folders.
     /// - Parameters:
@@ -39,6 +42,9 @@ public final class Wormhole: Sendable {
         self.center = center
         layout = Layout(base: FilePath(container.path).appending(directory), shared: container.sharing != .privateToUser)
         try layout.makeDirectories()
+        var storage = configuration
+        if PosixFiles.isInMemory(layout.base) { storage.syncToDisk = false }
+        self.storage = storage
     }
 
     /// The notification name that announces messages of `identifier` (docs/PROTOCOL.md).
@@ -47,11 +53,11 @@ public final class Wormhole: Sendable {
     }
 
     var files: MessageFiles {
-        MessageFiles(layout: layout, coordinated: transiting == .coordinated, configuration: configuration)
+        MessageFiles(layout: layout, coordinated: transiting == .coordinated, configuration: storage)
     }
 
     func queue(_ identifier: String) -> MessageQueue {
-        MessageQueue(layout: layout, identifier: identifier, configuration: configuration)
+        MessageQueue(layout: layout, identifier: identifier, configuration: storage)
     }
 
     // MARK: Passing

@@ -83,7 +83,7 @@ final class ListenerCore: @unchecked Sendable {
         while !isCancelled, let result = source.next() {
             handler(result)
             source.commit()
-            if isTransient(result) { break }
+            if isTransient(result) || !source.readsUntilEmpty { break }
         }
     }
 
@@ -162,7 +162,7 @@ final class MessagePump: Sendable {
                     if r.mustCommit { r.source.commit(); r.mustCommit = false }
                     guard let result = r.source.next() else { return nil }
                     r.mustCommit = true
-                    r.waitFirst = isTransient(result)
+                    r.waitFirst = isTransient(result) || !r.source.readsUntilEmpty
                     return result
                 }
                 if let result { return result }
