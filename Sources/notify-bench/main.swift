@@ -36,35 +36,41 @@ while i < arguments.count {
 if suites.isEmpty { usage() }
 
 var failed = false
-for suite in suites {
-    switch suite {
-    case "latency", "names":
-        let rows = suite == "latency" ? try await latencySuite(options) : try await namesSuite(options)
-        let title = suite == "latency"
-            ? "latency: post → callback in another process, one way (round trip / 2), \(options.rounds) interleaved rounds, \(options.warmup) warm-up round trips per run"
-            : "names: C callback latency with 10,000 names observed by 10 other processes vs none"
-        if options.json { print(json(suite: suite, rows: rows)) } else { printTable(title: title, rows: rows) }
-        failed = failed || rows.contains { !$0.passes }
-    case "wormhole":
-        let (rows, metrics) = try await wormholeSuite(options)
-        if options.json {
-            print(json(suite: suite, rows: rows, metrics: metrics))
-        } else {
-            printTable(title: "wormhole: pass → listener in another process, one way (round trip / 2), \(options.rounds) interleaved rounds", rows: rows)
-            printMetrics(title: "wormhole: large payloads and queue throughput", metrics)
-        }
-        failed = failed || rows.contains { !$0.passes } || metrics.contains { !$0.passes }
-    default:
-        let (metrics, title): ([Metric], String)
+do {
+    for suite in suites {
         switch suite {
-        case "check": (metrics, title) = (try checkSuite(options), "check: notify_check on an unchanged token")
-        case "memory": (metrics, title) = (try memorySuite(options), "memory: resident set of an idle process on the same bus")
-        case "fanout": (metrics, title) = (try fanoutSuite(options), "fanout: one post to 100 observer processes, until the last has it")
-        case "throughput": (metrics, title) = (try throughputSuite(options), "throughput: sustained posts, counted at the receiver (\(options.rounds) alternating rounds)")
-        default: (metrics, title) = (try cliSuite(options), "cli: wall time of one post from the command line, same bus, alternating")
+        case "latency", "names":
+            let rows = suite == "latency" ? try await latencySuite(options) : try await namesSuite(options)
+            let title = suite == "latency"
+                ? "latency: post → callback in another process, one way (round trip / 2), \(options.rounds) interleaved rounds, \(options.warmup) warm-up round trips per run"
+                : "names: C callback latency with 10,000 names observed by 10 other processes vs none"
+            if options.json { print(json(suite: suite, rows: rows)) } else { printTable(title: title, rows: rows) }
+            failed = failed || rows.contains { !$0.passes }
+        case "wormhole":
+            let (rows, metrics) = try await wormholeSuite(options)
+            if options.json {
+                print(json(suite: suite, rows: rows, metrics: metrics))
+            } else {
+                printTable(title: "wormhole: pass → listener in another process, one way (round trip / 2), \(options.rounds) interleaved rounds", rows: rows)
+                printMetrics(title: "wormhole: large payloads and queue throughput", metrics)
+            }
+            failed = failed || rows.contains { !$0.passes } || metrics.contains { !$0.passes }
+        default:
+            let (metrics, title): ([Metric], String)
+            switch suite {
+            case "check": (metrics, title) = (try checkSuite(options), "check: notify_check on an unchanged token")
+            case "memory": (metrics, title) = (try memorySuite(options), "memory: resident set of an idle process on the same bus")
+            case "fanout": (metrics, title) = (try fanoutSuite(options), "fanout: one post to 100 observer processes, until the last has it")
+            case "throughput": (metrics, title) = (try throughputSuite(options), "throughput: sustained posts, counted at the receiver (\(options.rounds) alternating rounds)")
+            default: (metrics, title) = (try cliSuite(options), "cli: wall time of one post from the command line, same bus, alternating")
+            }
+            if options.json { print(json(suite: suite, metrics: metrics)) } else { printMetrics(title: title, metrics) }
+            failed = failed || metrics.contains { !$0.passes }
         }
-        if options.json { print(json(suite: suite, metrics: metrics)) } else { printMetrics(title: title, metrics) }
-        failed = failed || metrics.contains { !$0.passes }
     }
+} catch {
+    // A suite that cannot run (a missing tool, a child that died) says so instead of trapping.
+    FileHandle.standardError.write(Data("notify-bench: \(error)\n".utf8))
+    exit(2)
 }
 exit(failed ? 1 : 0)
