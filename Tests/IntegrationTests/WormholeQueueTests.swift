@@ -132,6 +132,26 @@ extension IntegrationSuites {
             #expect(got.dropFirst().map { try? $0.get() } == [3, 4, 5])
         }
 
+        @Test("messages older than maxAge are removed at the next pass, and a lagging listener is told")
+        func ageRetention() throws {
+            var configuration = WormholeConfiguration()
+            configuration.queue = QueueRetention(maxAge: 0)  // anything already written is too old
+            let queue = try fixture.wormhole(transiting: .queue, configuration: configuration)
+            try queue.listen(for: "q", name: "late") { _ in }.cancelAndWait()
+            for n in 1...3 { try queue.pass(n, identifier: "q") }
+            let results = Mutex<[Result<Int, WormholeError>]>([])
+            let done = DispatchSemaphore(value: 0)
+            let listener = try queue.listen(for: "q", as: Int.self, name: "late") { result in
+                if results.withLock({ $0.append(result); return $0.count }) == 2 { done.signal() }
+            }
+            #expect(done.wait(timeout: .now() + 20) == .success)
+            listener.cancelAndWait()
+            let got = results.withLock { $0 }
+            guard case .failure(let lost)? = got.first else { Issue.record("no loss report: \(got)"); return }
+            #expect(lost.code == .messagesLost && lost.message.contains("2 lost"))
+            #expect((try? got.last?.get()) == 3)
+        }
+
         @Test("messages every named listener has read are removed at the next pass")
         func consumedMessagesAreRemoved() throws {
             let queue = try fixture.wormhole(transiting: .queue)
