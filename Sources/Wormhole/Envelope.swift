@@ -36,7 +36,11 @@ struct Envelope: Sendable {
 
     func encoded() -> Data {
         let h = header
-        let line = "\(Envelope.magic) \(h.id) \(h.kind.rawValue) \(h.length) \(h.checksum) \(String(format: "%.6f", h.passed)) \(h.pid)\n"
+        // Seconds with six decimals, without String(format:), which costs a microsecond.
+        let micros = Int64((h.passed * 1_000_000).rounded())
+        let fraction = String(micros % 1_000_000)
+        let passed = "\(micros / 1_000_000)." + String(repeating: "0", count: 6 - fraction.count) + fraction
+        let line = "\(Envelope.magic) \(h.id) \(h.kind.rawValue) \(h.length) \(h.checksum) \(passed) \(h.pid)\n"
         var data = Data(capacity: line.utf8.count + payload.count)
         data.append(contentsOf: line.utf8)
         data.append(payload)

@@ -38,7 +38,10 @@ enum Names {
 
     private static func validateComponent(_ value: String, what: String, limit: Int) throws(WormholeError) {
         let bytes = Array(value.utf8)
-        let shown = String(value.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7f ? "?" : Character($0) }.prefix(80))
+        // Built only for a message: validation runs on every pass and read.
+        var shown: String {
+            String(value.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7f ? "?" : Character($0) }.prefix(80))
+        }
         guard !bytes.isEmpty else { throw WormholeError(.invalidIdentifier, "\(what) is empty") }
         guard bytes.count <= limit else {
             throw WormholeError(.invalidIdentifier, "\(what) '\(shown)…' is \(bytes.count) bytes; the limit is \(limit)")

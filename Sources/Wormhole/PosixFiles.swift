@@ -35,21 +35,28 @@ enum PosixFiles {
     private static let tempCounter = Counter()
 
     /// A name for a temporary file that no identifier can take (identifiers never start with '.').
+    /// Unique per process; a leftover of a dead process with the same pid makes the exclusive
+    /// create fail, and the next number is tried.
     static func temporaryName() -> String {
-        ".tmp-\(getpid())-\(tempCounter.next())-\(UInt32.random(in: 0 ... .max))"
+        ".tmp-\(getpid())-\(tempCounter.next())"
     }
 
     /// Writes `bytes` to a new temporary file in `directory`, syncs it, and returns its path.
     /// On failure nothing is left behind.
     static func writeTemporary(_ bytes: Data, in directory: FilePath, permissions: FilePermissions,
                                sync: Bool) throws(WormholeError) -> FilePath {
-        let temp = directory.appending(temporaryName())
-        let fd: FileDescriptor
-        do {
-            fd = try FileDescriptor.open(temp, .writeOnly, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
-                                         permissions: permissions)
-        } catch {
-            throw .io("create \(temp)", error as? Errno ?? .ioError)
+        var temp = directory.appending(temporaryName())
+        var fd: FileDescriptor
+        while true {
+            do {
+                fd = try FileDescriptor.open(temp, .writeOnly, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
+                                             permissions: permissions)
+                break
+            } catch let error as Errno where error == .fileExists {
+                temp = directory.appending(temporaryName())
+            } catch {
+                throw .io("create \(temp)", error as? Errno ?? .ioError)
+            }
         }
         do {
             try setExactPermissions(fd, permissions)

@@ -188,8 +188,7 @@ public final class Wormhole: Sendable {
                        handler: @escaping @Sendable (Result<WormholeMessage, WormholeError>) -> Void)
         throws(WormholeError) -> WormholeListener {
         let source = try makeSource(identifier, name: name)
-        let target = queue ?? DispatchQueue(label: "Wormhole.listener.\(identifier)")
-        let listener = WormholeListener(source: source, queue: target, handler: handler)
+        let listener = WormholeListener(source: source, queue: queue, handler: handler)
         try listener.start(center: center, name: notificationName(for: identifier))
         return listener
     }

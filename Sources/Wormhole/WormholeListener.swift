@@ -13,7 +13,7 @@ private func isTransient(_ result: Result<WormholeMessage, WormholeError>) -> Bo
 public final class WormholeListener: Sendable {
     private let core: ListenerCore
 
-    init(source: any MessageSource, queue: DispatchQueue,
+    init(source: any MessageSource, queue: DispatchQueue?,
          handler: @escaping @Sendable (Result<WormholeMessage, WormholeError>) -> Void) {
         core = ListenerCore(source: source, queue: queue, handler: handler)
     }
@@ -49,11 +49,13 @@ final class ListenerCore: @unchecked Sendable {
     private let cancelled = Atomic<Bool>(false)
     private let observation = Mutex<NotificationObservation?>(nil)
 
-    init(source: any MessageSource, queue: DispatchQueue,
+    init(source: any MessageSource, queue: DispatchQueue?,
          handler: @escaping @Sendable (Result<WormholeMessage, WormholeError>) -> Void) {
         self.source = source
-        // Serial, and runs on the user's queue: handlers never overlap, even on a concurrent queue.
-        drainQueue = DispatchQueue(label: "Wormhole.drain", target: queue)
+        // Serial, and runs on the user's queue: handlers never overlap, even on a concurrent
+        // queue. Without a user queue it is the listener's own queue (one hop less than a
+        // queue targeting another).
+        drainQueue = queue.map { DispatchQueue(label: "Wormhole.drain", target: $0) } ?? DispatchQueue(label: "Wormhole.listener")
         self.handler = handler
     }
 

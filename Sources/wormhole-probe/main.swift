@@ -41,7 +41,7 @@ do {
         let sync = args.count < 6 || args[5] != "nosync"
         let wormhole = try Wormhole(group: args[2], configuration: WormholeConfiguration(syncToDisk: sync))
         let out = args[4]
-        let listener = try wormhole.listen(for: args[3], queue: DispatchQueue(label: "echo")) { result in
+        let listener = try wormhole.listen(for: args[3]) { result in
             guard case .success(let message) = result else { return }
             do { try wormhole.pass(data: message.payload, identifier: out) } catch { fail("\(error)") }
         }
