@@ -134,13 +134,13 @@ public final class Wormhole: Sendable {
     /// Atomically reads, changes and writes back the message of `identifier`, under the
     /// cross-process lock of `coordinated` transiting, then announces it. Two processes updating
     /// at once never lose an update. Returns the value written.
-    /// - Throws: `.invalidIdentifier` unless transiting is `.coordinated`, plus encoding/IO errors.
+    /// - Throws: `.unsupported` unless transiting is `.coordinated`, plus encoding/IO errors.
     @discardableResult
     public func update<T: Codable>(_ identifier: String, as type: T.Type,
                                    _ body: (inout T?) throws -> Void) throws(WormholeError) -> T? {
         try Names.validateIdentifier(identifier)
         guard transiting == .coordinated else {
-            throw WormholeError(.invalidIdentifier, "update needs coordinated transiting (this wormhole is \(transiting.rawValue))")
+            throw WormholeError(.unsupported, "update needs coordinated transiting (this wormhole is \(transiting.rawValue))")
         }
         let value = try files.update(identifier, as: type, body)
         try announce(identifier)
@@ -218,7 +218,7 @@ public final class Wormhole: Sendable {
         switch transiting {
         case .file, .coordinated:
             if let name {
-                throw WormholeError(.invalidIdentifier, "listener name '\(name)' needs queue transiting: file transiting keeps no cursors")
+                throw WormholeError(.unsupported, "listener name '\(name)' needs queue transiting: file transiting keeps no cursors")
             }
             return LatestMessageSource(files: files, identifier: identifier)
         case .queue:

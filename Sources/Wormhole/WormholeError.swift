@@ -36,6 +36,9 @@ public struct WormholeError: Error, Equatable, Sendable, CustomStringConvertible
         public static let messagesLost = Code(rawValue: 11)
         /// A listener name that is already listening in this process.
         public static let listenerBusy = Code(rawValue: 12)
+        /// An operation this wormhole's transiting does not offer (`update` without
+        /// `.coordinated`, a listener name without `.queue`).
+        public static let unsupported = Code(rawValue: 15)
         /// Another system call failed (`errno` is in the message).
         public static let io = Code(rawValue: 13)
         /// The notification center failed (the `NotifyError` is in the message).

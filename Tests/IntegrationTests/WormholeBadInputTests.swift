@@ -89,6 +89,15 @@ extension IntegrationSuites {
             }
         }
 
+        @Test("operations the transiting does not offer are refused with .unsupported")
+        func unsupportedOperations() throws {
+            let file = try fixture.wormhole()
+            #expect { try file.update("x", as: Int.self) { $0 = 1 } } throws: { ($0 as? WormholeError)?.code == .unsupported }
+            #expect { try file.listen(for: "x", name: "durable") { _ in } } throws: { ($0 as? WormholeError)?.code == .unsupported }
+            let cli = try fixture.cli(["listen", "group.test", "x", "--name", "durable"])
+            #expect(cli.status != 0 && cli.err.contains("--name needs --transiting queue"), "\(cli.err)")
+        }
+
         @Test("a message of another Codable type is a decoding error and stays in place")
         func wrongType() throws {
             struct Point: Codable { var x: Int; var y: Int }
