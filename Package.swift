@@ -30,7 +30,9 @@ let package = Package(
             path: "Shims/CNotify",
             publicHeadersPath: "include",
             cSettings: [.define("_GNU_SOURCE")],
-            linkerSettings: [.linkedLibrary("dbus-1"), .linkedLibrary("pthread")]
+            // libdispatch and the blocks runtime: notify_register_dispatch (dispatch_api.c).
+            linkerSettings: [.linkedLibrary("dbus-1"), .linkedLibrary("pthread"),
+                             .linkedLibrary("dispatch"), .linkedLibrary("BlocksRuntime")]
         ),
         .target(name: "DarwinNotify", dependencies: ["CNotify"]),
         .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CNotify"]),

@@ -49,6 +49,8 @@ static CNotify_center *center_alloc(const char *bus) {
     pthread_rwlockattr_destroy(&gate);
     pthread_mutex_init(&c->reg_lock, NULL);
     pthread_cond_init(&c->reg_cond, NULL);
+    pthread_mutex_init(&c->dispatch_lock, NULL);
+    pthread_mutex_init(&c->local_lock, NULL);
     static int registered_atexit;
     pthread_mutex_lock(&centers_lock);
     CNotify_center **n = realloc(centers, (ncenters + 1) * sizeof *n);
@@ -125,6 +127,9 @@ void cn_center_free(CNotify_center *c) {
     cn_map_clear(&c->names, free_slot);
     cn_map_clear(&c->last_seq, NULL);
     cn_map_clear(&c->post_counts, NULL);
+    cn_local_free(c);
+    pthread_mutex_destroy(&c->dispatch_lock);
+    pthread_mutex_destroy(&c->local_lock);
     close(c->wake_fd);
     free(c->watches);
     free(c->timeouts);
@@ -201,8 +206,9 @@ static void withdraw_entry(CNotify_center *c, const char *name, uint64_t id) {
 }
 
 static uint32_t register_entry(CNotify_center *c, cn_entry *e, const char *name, uint64_t *out_id) {
+    int local = cn_is_self_name(name); /* needs no bus, no rule */
     uint32_t st = cn_fork_check();
-    if (st == NOTIFY_STATUS_OK) st = cn_center_start(c);
+    if (st == NOTIFY_STATUS_OK && !local) st = cn_center_start(c);
     uint64_t id = 0;
     if (st == NOTIFY_STATUS_OK) st = add_entry(c, e, &id);
     if (st != NOTIFY_STATUS_OK) {
@@ -211,6 +217,7 @@ static uint32_t register_entry(CNotify_center *c, cn_entry *e, const char *name,
         return st;
     }
     if (out_id) *out_id = id;
+    if (local) return NOTIFY_STATUS_OK;
     st = cn_rules_for_new_name(c, name);
     if (st != NOTIFY_STATUS_OK) withdraw_entry(c, name, id);
     return st;
@@ -234,7 +241,7 @@ static size_t remove_in_slot(CNotify_center *c, const char *name, cn_name_slot *
     }
     slot->count = keep;
     if (keep == 0) {
-        cn_rules_for_gone_name(c, slot, name); /* the last observer of the name left */
+        if (!cn_is_self_name(name)) cn_rules_for_gone_name(c, slot, name); /* its last observer left */
         free_slot(cn_map_remove(&c->names, name));
     }
     return removed;
@@ -262,7 +269,7 @@ static uint32_t remove_where(CNotify_center *c, const char *name, entry_pred pre
         free(keys);
     }
     /* Once we return, the callback must not run again: wait out a running invocation. */
-    while (c->running && c->running->removed && !cn_on_io_thread(c)) pthread_cond_wait(&c->reg_cond, &c->reg_lock);
+    while (c->running && c->running->removed && !cn_in_dispatch(c)) pthread_cond_wait(&c->reg_cond, &c->reg_lock);
     pthread_mutex_unlock(&c->reg_lock);
     for (size_t i = 0; i < nfree; i++) free_entry(to_free[i]);
     free(to_free);
@@ -288,7 +295,20 @@ static void track_sequence(CNotify_center *c, const char *sender, const char *na
     *slot = (void *)(uintptr_t)seq;
 }
 
+static __thread CNotify_center *tl_dispatching; /* the center whose callbacks this thread runs */
+
+int cn_in_dispatch(CNotify_center *c) { return tl_dispatching == c; }
+
 void cn_dispatch_post(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq) {
+    pthread_mutex_lock(&c->dispatch_lock);
+    cn_dispatch_post_locked(c, name, sender, has_seq, seq);
+    pthread_mutex_unlock(&c->dispatch_lock);
+    cn_local_kick(c); /* `self.` posts made by these callbacks */
+}
+
+void cn_dispatch_post_locked(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq) {
+    CNotify_center *outer = tl_dispatching;
+    tl_dispatching = c;
     atomic_fetch_add_explicit(&c->received, 1, memory_order_relaxed);
     if (has_seq) track_sequence(c, sender, name, seq);
     cn_entry *stack[16], **snap = stack;
@@ -322,6 +342,7 @@ void cn_dispatch_post(CNotify_center *c, const char *name, const char *sender, i
         if (last) free_entry(e);
     }
     if (snap != stack) free(snap);
+    tl_dispatching = outer;
 }
 
 /* ---- public API ---- */
@@ -403,6 +424,7 @@ uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
     if ((st = cn_fork_check()) != NOTIFY_STATUS_OK) return st;
+    if (cn_is_self_name(name)) return cn_local_post(c, name); /* never leaves the process */
     st = cn_center_start(c);
     if (st != NOTIFY_STATUS_OK) return st;
     char iface[32];

@@ -132,6 +132,12 @@ struct CNotify_center {
     cn_entry *running;              /* the entry whose callback runs now, if any */
 
     _Atomic uint64_t received, delivered, gaps, reconnects;
+
+    /* Callbacks of a center run one at a time: the I/O thread (bus posts) and a thread delivering
+     * `self.` posts (local.c) both hold dispatch_lock around them. */
+    pthread_mutex_t dispatch_lock;
+    pthread_mutex_t local_lock;     /* guards the queue of `self.` posts not yet delivered */
+    struct cn_queued_post *local_head, *local_tail;
 };
 
 int cn_on_io_thread(CNotify_center *c);
@@ -151,5 +157,18 @@ void cn_gate_enter(CNotify_center *c);                  /* shared: around a send
 void cn_gate_leave(CNotify_center *c);
 DBusConnection *cn_connect(CNotify_center *c);          /* open + register + rule */
 void cn_dispatch_post(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq);
+/* The same, with dispatch_lock already held by the caller. */
+void cn_dispatch_post_locked(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq);
+/* Whether this thread is running callbacks of `c` now (a remove from there must not wait). */
+int cn_in_dispatch(CNotify_center *c);
+
+/* ---- local.c: `self.` names never leave the process and need no bus ---- */
+int cn_is_self_name(const char *name);
+/* Queues a post of a `self.` name and delivers the queue unless another thread of this center
+ * is running callbacks: that thread delivers it when its callback returns. */
+uint32_t cn_local_post(CNotify_center *c, const char *name);
+/* Delivers queued `self.` posts if no thread is running callbacks of `c`. */
+void cn_local_kick(CNotify_center *c);
+void cn_local_free(CNotify_center *c);
 
 #endif

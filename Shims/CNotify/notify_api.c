@@ -5,11 +5,13 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "internal.h"
+#include "token_internal.h"
 
 typedef struct cn_pipe {
     int rfd, wfd;
@@ -23,6 +25,13 @@ typedef struct cn_token {
     uint64_t seen;            /* value of posts at the last notify_check */
     int checked;              /* notify_check has run once */
     cn_pipe *pipe;            /* file-descriptor registrations */
+    int sig;                  /* signal registrations: the signal to raise, else 0 */
+    cn_dispatch_target *dispatch; /* dispatch registrations (dispatch_api.c), else NULL */
+    char *name;
+    _Atomic int refs;         /* the center's handler, plus each queued dispatch block */
+    pthread_mutex_t mu;       /* suspend state */
+    int suspended;            /* notify_suspend count not yet resumed */
+    int held;                 /* a post arrived while suspended */
 } cn_token;
 
 static pthread_mutex_t tok_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -73,30 +82,60 @@ static void erase(int token) {
     }
 }
 
-/* Runs on the I/O thread for each post of the token's name. */
-static void on_post(void *context, const char *name) {
-    (void)name;
-    cn_token *t = context;
+static void unref_token(cn_token *t) {
+    if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
+    if (t->dispatch) cn_dispatch_target_free(t->dispatch);
+    pthread_mutex_destroy(&t->mu);
+    free(t->name);
+    free(t);
+}
+
+/* What a post does to a token: count it, then write the fd, raise the signal or queue the block. */
+static void deliver(cn_token *t) {
     atomic_fetch_add_explicit(&t->posts, 1, memory_order_release);
     if (t->pipe) {
         uint32_t be = htonl((uint32_t)t->token);
         ssize_t r = write(t->pipe->wfd, &be, sizeof be); /* non-blocking: a full pipe drops, as Apple's */
         (void)r;
     }
+    if (t->sig) kill(getpid(), t->sig);
+    if (t->dispatch) {
+        atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed); /* the queued block's */
+        cn_dispatch_target_fire(t->dispatch, t->token, (void (*)(void *))unref_token, t);
+    }
 }
 
-static void release_token(void *context) { free(context); }
+/* Runs (on the I/O thread, or on the poster's thread for `self.` names) for each post. While
+ * the token is suspended the post is only remembered: resume delivers it once. */
+static void on_post(void *context, const char *name) {
+    (void)name;
+    cn_token *t = context;
+    pthread_mutex_lock(&t->mu);
+    int hold = t->suspended > 0;
+    if (hold) t->held = 1;
+    pthread_mutex_unlock(&t->mu);
+    if (!hold) deliver(t);
+}
 
-static uint32_t add_token(const char *name, cn_pipe *pipe, int *out_token) {
+static void release_token(void *context) { unref_token(context); }
+
+/* Registers a token of one kind: pipe, sig and dispatch are set for fd, signal and dispatch
+ * registrations. On failure the caller keeps pipe and dispatch. */
+static uint32_t add_token(const char *name, cn_pipe *pipe, int sig, cn_dispatch_target *dispatch, int *out_token) {
     if (!out_token) { cn_set_error("out_token is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
     cn_token *t = calloc(1, sizeof *t);
-    if (!t) return NOTIFY_STATUS_FAILED;
+    if (!t || !(t->name = strdup(name))) { free(t); cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
     t->pipe = pipe;
+    t->sig = sig;
+    t->refs = 1;
+    pthread_mutex_init(&t->mu, NULL);
     pthread_mutex_lock(&tok_lock);
     if (next_token == INT32_MAX) {
         pthread_mutex_unlock(&tok_lock);
+        pthread_mutex_destroy(&t->mu);
+        free(t->name);
         free(t);
         cn_set_error("this process has used every token number");
         return NOTIFY_STATUS_FAILED;
@@ -104,8 +143,15 @@ static uint32_t add_token(const char *name, cn_pipe *pipe, int *out_token) {
     t->token = next_token++;
     pthread_mutex_unlock(&tok_lock);
     uint64_t id = 0;
+    /* Visible to on_post before the handler can run; freed with t, whose release it is. */
+    t->dispatch = dispatch;
     st = CNotify_center_add_handler(CNotify_center_get_darwin_notify_center(), name, on_post, t, release_token, &id);
-    if (st != NOTIFY_STATUS_OK) return st; /* add_handler freed nothing of ours on failure */
+    if (st != NOTIFY_STATUS_OK) { /* add_handler freed nothing of ours on failure */
+        pthread_mutex_destroy(&t->mu);
+        free(t->name);
+        free(t);
+        return st;
+    }
     pthread_mutex_lock(&tok_lock);
     t->handler_id = id;
     int ok = insert(t) == 0;
@@ -124,7 +170,25 @@ uint32_t notify_post(const char *name) {
 
 uint32_t notify_register_check(const char *name, int *out_token) {
     cn_clear_error();
-    return add_token(name, NULL, out_token);
+    return add_token(name, NULL, 0, NULL, out_token);
+}
+
+uint32_t notify_register_plain(const char *name, int *out_token) {
+    cn_clear_error();
+    return add_token(name, NULL, 0, NULL, out_token);
+}
+
+uint32_t notify_register_signal(const char *name, int sig, int *out_token) {
+    cn_clear_error();
+    if (sig <= 0 || sig > SIGRTMAX) {
+        cn_set_error("%d is not a signal number (1 to %d)", sig, SIGRTMAX);
+        return NOTIFY_STATUS_INVALID_SIGNAL;
+    }
+    return add_token(name, NULL, sig, NULL, out_token);
+}
+
+uint32_t cn_register_dispatch_target(const char *name, cn_dispatch_target *target, int *out_token) {
+    return add_token(name, NULL, 0, target, out_token);
 }
 
 uint32_t notify_register_file_descriptor(const char *name, int *notify_fd, int flags, int *out_token) {
@@ -158,7 +222,7 @@ uint32_t notify_register_file_descriptor(const char *name, int *notify_fd, int f
         if (!pipe) { close(fds[0]); close(fds[1]); return NOTIFY_STATUS_FAILED; }
         pipe->rfd = fds[0]; pipe->wfd = fds[1]; pipe->refs = 1;
     }
-    st = add_token(name, pipe, out_token);
+    st = add_token(name, pipe, 0, NULL, out_token);
     if (st != NOTIFY_STATUS_OK) {
         pthread_mutex_lock(&tok_lock);
         int last = --pipe->refs == 0;
@@ -202,6 +266,9 @@ uint32_t notify_cancel(int token) {
     cn_pipe *pipe = t->pipe;
     /* After this returns no on_post runs for t, so the pipe can go; t itself is freed by release. */
     CNotify_center_remove_handler(CNotify_center_get_darwin_notify_center(), t->handler_id);
+    /* No block starts after this, and one running elsewhere is waited for (not one running here:
+     * a handler may cancel its own token). */
+    if (t->dispatch) cn_dispatch_target_cancel(t->dispatch);
     if (pipe) {
         pthread_mutex_lock(&tok_lock);
         int last = --pipe->refs == 0;
@@ -216,4 +283,48 @@ bool notify_is_valid_token(int val) {
     int valid = lookup(val) != NULL;
     pthread_mutex_unlock(&tok_lock);
     return valid;
+}
+
+/* The live token numbered `token` (tok_lock held), or NULL with the error set. */
+static cn_token *find_locked(int token) {
+    cn_token *t = lookup(token);
+    if (!t) cn_set_error("token %d is not registered (never, or cancelled)", token);
+    return t;
+}
+
+uint32_t notify_suspend(int token) {
+    cn_clear_error();
+    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
+    pthread_mutex_lock(&tok_lock);
+    cn_token *t = find_locked(token);
+    if (t) {
+        pthread_mutex_lock(&t->mu);
+        t->suspended++;
+        pthread_mutex_unlock(&t->mu);
+    }
+    pthread_mutex_unlock(&tok_lock);
+    return t ? NOTIFY_STATUS_OK : NOTIFY_STATUS_INVALID_TOKEN;
+}
+
+uint32_t notify_resume(int token) {
+    cn_clear_error();
+    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
+    pthread_mutex_lock(&tok_lock);
+    cn_token *t = find_locked(token);
+    if (!t) { pthread_mutex_unlock(&tok_lock); return NOTIFY_STATUS_INVALID_TOKEN; }
+    pthread_mutex_lock(&t->mu);
+    if (t->suspended == 0) {
+        pthread_mutex_unlock(&t->mu);
+        pthread_mutex_unlock(&tok_lock);
+        cn_set_error("token %d is not suspended (notify_resume without notify_suspend)", token);
+        return NOTIFY_STATUS_INVALID_REQUEST;
+    }
+    int fire = --t->suspended == 0 && t->held;
+    if (fire) t->held = 0;
+    pthread_mutex_unlock(&t->mu);
+    /* Held posts coalesce into one delivery, made here; the token stays alive meanwhile. */
+    if (fire) atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&tok_lock);
+    if (fire) { deliver(t); unref_token(t); }
+    return NOTIFY_STATUS_OK;
 }

@@ -244,6 +244,7 @@ void cn_rules_after_connect(CNotify_center *c, DBusConnection *conn) {
     for (size_t i = 0; i < c->names.nbuckets; i++)
         for (cn_map_node *node = c->names.buckets[i]; node; node = node->next) {
             cn_name_slot *slot = node->value;
+            if (cn_is_self_name(node->key)) continue; /* process-local: no rule */
             cn_name_rule(node->key, rule, sizeof rule);
             dbus_bus_add_match(conn, rule, NULL);
             slot->rule_gen = gen;

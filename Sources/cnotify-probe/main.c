@@ -18,12 +18,13 @@
 #include <sys/syscall.h>
 #include <darwin_notify.h>
 #include <notify.h>
+#include "probe.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static long delivered, target = -1;
 
-static void say(const char *fmt, const char *arg) {
+void say(const char *fmt, const char *arg) {
     pthread_mutex_lock(&lock);
     printf(fmt, arg);
     fflush(stdout);
@@ -39,7 +40,7 @@ static int ready_then_idle(void) {
     return 0;
 }
 
-static int fail(const char *what, uint32_t st) {
+int fail(const char *what, uint32_t st) {
     fprintf(stderr, "cnotify-probe: %s: %s (%u): %s\n", what, CNotify_status_string(st), st, CNotify_last_error());
     return 1;
 }
@@ -401,6 +402,10 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench-flood")) return cmd_bench_flood(argc, argv);
     if (!strcmp(cmd, "bench-stamp")) return cmd_bench_stamp(argc, argv);
     if (!strcmp(cmd, "bench-fanout-post")) return cmd_bench_fanout_post(argc, argv);
+    if (!strcmp(cmd, "signal")) return cmd_signal(argc, argv);
+    if (!strcmp(cmd, "dispatch")) return cmd_dispatch(argc, argv);
+    if (!strcmp(cmd, "suspend")) return cmd_suspend(argc, argv);
+    if (!strcmp(cmd, "self")) return cmd_self(argc, argv);
     fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
     return 64;
 }

@@ -55,6 +55,40 @@ uint32_t notify_cancel(int token);
 /* True while `val` names a live registration of this process. */
 bool notify_is_valid_token(int val);
 
+/*
+ * notify_register_signal: the process receives `sig` (kill(getpid(), sig)) on each post of
+ * `name`; notify_check on the token tells whether this token's name was posted.
+ * NOTIFY_STATUS_INVALID_SIGNAL unless 1 <= sig <= SIGRTMAX.
+ */
+uint32_t notify_register_signal(const char *name, int sig, int *out_token);
+
+/* A registration whose only effect is the count notify_check reads (Apple's SPI of that name). */
+uint32_t notify_register_plain(const char *name, int *out_token);
+
+/*
+ * notify_suspend / notify_resume: while a token is suspended, posts of its name are held and
+ * coalesced; when the last suspend is resumed, one delivery follows if any post arrived, none
+ * otherwise. Suspends nest: each notify_suspend needs a notify_resume. notify_resume of a token
+ * that is not suspended returns NOTIFY_STATUS_INVALID_REQUEST (Apple's returns OK).
+ */
+uint32_t notify_suspend(int token);
+uint32_t notify_resume(int token);
+
+#ifdef __BLOCKS__
+#if defined(__has_include) && __has_include(<dispatch/dispatch.h>)
+#include <dispatch/dispatch.h>
+#else
+typedef struct dispatch_queue_s *dispatch_queue_t; /* libdispatch's C type */
+#endif
+typedef void (^notify_handler_t)(int token);
+/*
+ * notify_register_dispatch: `handler` runs asynchronously on `queue` with the token, once per
+ * post. No invocation starts after notify_cancel returns (one running on another thread is
+ * waited for); a handler may cancel its own token. NULL queue or handler: NOTIFY_STATUS_NULL_INPUT.
+ */
+uint32_t notify_register_dispatch(const char *name, int *out_token, dispatch_queue_t queue, notify_handler_t handler);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

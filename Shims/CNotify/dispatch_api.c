@@ -1,0 +1,111 @@
+/*
+ * notify_register_dispatch: a block run on a dispatch queue for each post. Built only when the
+ * compiler has blocks (__BLOCKS__: clang -fblocks, as SwiftPM compiles C); libdispatch and the
+ * blocks runtime are the ones that ship with the Swift toolchain. With gcc the file compiles to
+ * the stubs at the end, and notify.h does not declare notify_register_dispatch.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include "internal.h"
+#include "token_internal.h"
+
+#ifdef __BLOCKS__
+
+/* The toolchain's headers are not on a C target's include path; these are the few functions
+ * used, with the ABI of libdispatch's and the blocks runtime's own declarations. */
+extern void dispatch_async_f(dispatch_queue_t queue, void *context, void (*work)(void *));
+extern void dispatch_retain(void *object);
+extern void dispatch_release(void *object);
+extern void *_Block_copy(const void *block);
+extern void _Block_release(const void *block);
+
+struct cn_dispatch_target {
+    dispatch_queue_t queue;    /* retained */
+    notify_handler_t handler;  /* copied */
+    pthread_mutex_t mu;
+    pthread_cond_t idle;
+    int cancelled;
+    int running;               /* runs in progress, on any thread */
+};
+
+typedef struct {
+    cn_dispatch_target *d;
+    int token;
+    void (*done)(void *);
+    void *ctx;
+} cn_dispatch_job;
+
+static __thread cn_dispatch_target *tl_running; /* the target whose handler this thread runs */
+
+static void run_job(void *p) {
+    cn_dispatch_job *job = p;
+    cn_dispatch_target *d = job->d;
+    pthread_mutex_lock(&d->mu);
+    int run = !d->cancelled;
+    if (run) d->running++;
+    pthread_mutex_unlock(&d->mu);
+    if (run) {
+        cn_dispatch_target *outer = tl_running;
+        tl_running = d;
+        d->handler(job->token);
+        tl_running = outer;
+        pthread_mutex_lock(&d->mu);
+        d->running--;
+        pthread_cond_broadcast(&d->idle);
+        pthread_mutex_unlock(&d->mu);
+    }
+    job->done(job->ctx); /* may free d: the token's last reference */
+    free(job);
+}
+
+void cn_dispatch_target_fire(cn_dispatch_target *d, int token, void (*done)(void *), void *ctx) {
+    cn_dispatch_job *job = malloc(sizeof *job);
+    if (!job) { done(ctx); return; }
+    *job = (cn_dispatch_job){ d, token, done, ctx };
+    dispatch_async_f(d->queue, job, run_job);
+}
+
+void cn_dispatch_target_cancel(cn_dispatch_target *d) {
+    pthread_mutex_lock(&d->mu);
+    d->cancelled = 1;
+    while (d->running > (tl_running == d ? 1 : 0)) pthread_cond_wait(&d->idle, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+}
+
+void cn_dispatch_target_free(cn_dispatch_target *d) {
+    dispatch_release(d->queue);
+    _Block_release(d->handler);
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->idle);
+    free(d);
+}
+
+uint32_t notify_register_dispatch(const char *name, int *out_token, dispatch_queue_t queue, notify_handler_t handler) {
+    cn_clear_error();
+    if (!out_token || !queue || !handler) {
+        cn_set_error("out_token, queue or handler is NULL");
+        return NOTIFY_STATUS_NULL_INPUT;
+    }
+    uint32_t st = CNotify_validate_name(name);
+    if (st != NOTIFY_STATUS_OK) return st;
+    cn_dispatch_target *d = calloc(1, sizeof *d);
+    if (!d) { cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
+    dispatch_retain(queue);
+    d->queue = queue;
+    d->handler = _Block_copy(handler);
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->idle, NULL);
+    st = cn_register_dispatch_target(name, d, out_token);
+    if (st != NOTIFY_STATUS_OK) cn_dispatch_target_free(d);
+    return st;
+}
+
+#else /* no blocks: no dispatch registration can exist, so these are never reached */
+
+void cn_dispatch_target_fire(cn_dispatch_target *d, int token, void (*done)(void *), void *ctx) {
+    (void)d; (void)token; done(ctx);
+}
+void cn_dispatch_target_cancel(cn_dispatch_target *d) { (void)d; }
+void cn_dispatch_target_free(cn_dispatch_target *d) { (void)d; }
+
+#endif

@@ -1,0 +1,15 @@
+/* Shared by the probe's files: output and failure reporting (main.c), and the notify(3)
+ * semantics roles (semantics.c). */
+#ifndef CNOTIFY_PROBE_H
+#define CNOTIFY_PROBE_H
+#include <stdint.h>
+
+void say(const char *fmt, const char *arg);
+int fail(const char *what, uint32_t st);
+
+int cmd_signal(int argc, char **argv);
+int cmd_dispatch(int argc, char **argv);
+int cmd_suspend(int argc, char **argv);
+int cmd_self(int argc, char **argv);
+
+#endif

@@ -1,0 +1,216 @@
+/*
+ * Probe roles for the rest of notify(3): signal and dispatch registrations, suspend/resume and
+ * `self.` names. Each prints "ready" when its registrations are in place, then one line per
+ * observation, which the integration tests compare.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <darwin_notify.h>
+#include <notify.h>
+#include "probe.h"
+
+static void line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void line(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    fflush(stdout);
+}
+
+/* signal NAME OTHER: SIGUSR1 for NAME and SIGUSR2 for OTHER; waits for one signal, then reports
+ * which token notify_check says fired. Also tries invalid signal numbers. */
+int cmd_signal(int argc, char **argv) {
+    if (argc < 2) return fail("usage: signal NAME OTHER", NOTIFY_STATUS_INVALID_REQUEST);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any thread exists: all inherit it */
+    int a, b, bad, check;
+    uint32_t st = notify_register_signal(argv[0], SIGUSR1, &a);
+    if (st) return fail("notify_register_signal", st);
+    if ((st = notify_register_signal(argv[1], SIGUSR2, &b))) return fail("notify_register_signal", st);
+    line("invalid 0: %u", notify_register_signal(argv[0], 0, &bad));
+    line("invalid -3: %u", notify_register_signal(argv[0], -3, &bad));
+    line("invalid 999: %u", notify_register_signal(argv[0], 999, &bad));
+    notify_check(a, &check); /* the first check is always true: consume it */
+    notify_check(b, &check);
+    line("ready");
+    struct timespec limit = { 20, 0 };
+    int sig = sigtimedwait(&set, NULL, &limit);
+    if (sig < 0) { line("no signal within 20 s"); return 2; }
+    int ca, cb;
+    notify_check(a, &ca);
+    notify_check(b, &cb);
+    line("signal %s, check %s=%d %s=%d", sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2", argv[0], ca, argv[1], cb);
+    return 0;
+}
+
+#ifdef __BLOCKS__
+extern dispatch_queue_t dispatch_queue_create(const char *label, void *attr);
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
+static void wait_flag(volatile int *flag, int secs) {
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += secs;
+    pthread_mutex_lock(&mu);
+    while (!*flag && pthread_cond_timedwait(&cv, &mu, &dl) != ETIMEDOUT) {}
+    pthread_mutex_unlock(&mu);
+}
+
+static void raise_flag(volatile int *flag) {
+    pthread_mutex_lock(&mu);
+    *flag = 1;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+}
+
+/* dispatch NAME: a handler that cancels its own token on its first run; later posts of NAME
+ * (three, by this process) must not run it. A second token, whose handler is slow, is cancelled
+ * from this thread while it runs: cancel must return only after it finished. */
+int cmd_dispatch(int argc, char **argv) {
+    if (argc < 1) return fail("usage: dispatch NAME", NOTIFY_STATUS_INVALID_REQUEST);
+    const char *name = argv[0];
+    char done_name[600], slow_name[600];
+    snprintf(done_name, sizeof done_name, "%s.done", name);
+    snprintf(slow_name, sizeof slow_name, "%s.slow", name);
+    dispatch_queue_t q = dispatch_queue_create("probe.dispatch", NULL);
+    dispatch_queue_t q2 = dispatch_queue_create("probe.slow", NULL);
+    int bad;
+    line("null queue: %u", notify_register_dispatch(name, &bad, NULL, ^(int t) { (void)t; }));
+    line("null handler: %u", notify_register_dispatch(name, &bad, q, NULL));
+    __block int fired = 0;
+    static volatile int first = 0, done = 0, slow_running = 0;
+    static volatile int slow_finished = 0;
+    int tok, done_tok, slow_tok;
+    uint32_t st = notify_register_dispatch(name, &tok, q, ^(int t) {
+        fired++;
+        if (fired == 1) {
+            line("fired token=%d", t);
+            line("cancel in handler: %u", notify_cancel(t));
+            raise_flag(&first);
+        }
+    });
+    if (st) return fail("notify_register_dispatch", st);
+    if ((st = notify_register_dispatch(done_name, &done_tok, q, ^(int t) { (void)t; raise_flag(&done); })))
+        return fail("notify_register_dispatch", st);
+    if ((st = notify_register_dispatch(slow_name, &slow_tok, q2, ^(int t) {
+        (void)t;
+        raise_flag(&slow_running);
+        usleep(300 * 1000); /* the work cancel must wait for, not synchronisation */
+        slow_finished = 1;
+    }))) return fail("notify_register_dispatch", st);
+    line("ready");
+    wait_flag(&first, 20);
+    if (!first) { line("handler never ran"); return 2; }
+    for (int i = 0; i < 3; i++) notify_post(name);
+    notify_post(done_name); /* same serial queue: runs after any stray run of the first handler */
+    wait_flag(&done, 20);
+    line("after cancel: runs=%d", fired);
+    notify_post(slow_name);
+    wait_flag(&slow_running, 20);
+    st = notify_cancel(slow_tok);
+    line("cancel while running: %u, handler finished before it returned: %d", st, slow_finished);
+    line("cancel again: %u", notify_cancel(tok));
+    return 0;
+}
+#else
+int cmd_dispatch(int argc, char **argv) {
+    (void)argc; (void)argv;
+    line("no blocks in this compiler");
+    return 3;
+}
+#endif
+
+/* Bytes waiting in a non-blocking pipe. */
+static int pending_bytes(int fd) {
+    char buf[256];
+    int total = 0;
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) total += (int)n;
+    return total;
+}
+
+/* suspend NAME: an fd token on NAME is suspended; the test posts NAME three times and then
+ * NAME.sentinel; after the sentinel (so the three arrived) we count what the pipe got, resume,
+ * and count again. Then nesting and resume-without-suspend, with `self.` names. */
+int cmd_suspend(int argc, char **argv) {
+    if (argc < 1) return fail("usage: suspend NAME", NOTIFY_STATUS_INVALID_REQUEST);
+    char sentinel[600];
+    snprintf(sentinel, sizeof sentinel, "%s.sentinel", argv[0]);
+    int fd, tok, stok, check;
+    uint32_t st = notify_register_file_descriptor(argv[0], &fd, 0, &tok);
+    if (st) return fail("notify_register_file_descriptor", st);
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    int sfd;
+    if ((st = notify_register_file_descriptor(sentinel, &sfd, 0, &stok))) return fail("register sentinel", st);
+    if ((st = notify_suspend(tok))) return fail("notify_suspend", st);
+    line("ready");
+    int got;
+    if (read(sfd, &got, sizeof got) != sizeof got) { line("no sentinel"); return 2; } /* blocks until it arrives */
+    line("while suspended: %d bytes", pending_bytes(fd));
+    notify_check(tok, &check);
+    line("check while suspended (first call): %d", check);
+    if ((st = notify_resume(tok))) return fail("notify_resume", st);
+    line("after resume: %d deliveries", pending_bytes(fd) / 4);
+    notify_check(tok, &check);
+    line("check after resume: %d", check);
+
+    int self_fd, self_tok;
+    if ((st = notify_register_file_descriptor("self.suspend", &self_fd, 0, &self_tok))) return fail("register self", st);
+    fcntl(self_fd, F_SETFL, O_NONBLOCK);
+    notify_suspend(self_tok);
+    if ((st = notify_resume(self_tok))) return fail("notify_resume", st);
+    line("suspend, no post, resume: %d deliveries", pending_bytes(self_fd) / 4);
+    notify_suspend(self_tok);
+    notify_suspend(self_tok);
+    for (int i = 0; i < 3; i++) notify_post("self.suspend");
+    notify_resume(self_tok);
+    line("nested, first resume: %d deliveries", pending_bytes(self_fd) / 4);
+    notify_resume(self_tok);
+    line("nested, second resume: %d deliveries", pending_bytes(self_fd) / 4);
+    st = notify_resume(self_tok);
+    line("resume without suspend: %u %s", st, CNotify_last_error());
+    notify_cancel(self_tok);
+    line("suspend cancelled token: %u", notify_suspend(self_tok));
+    return 0;
+}
+
+static long cf_calls;
+static void count_cf(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
+    (void)c; (void)observer; (void)name; (void)object; (void)info;
+    cf_calls++;
+}
+
+/* self: `self.` names with no reachable bus (the test points DARWIN_NOTIFY_BUS nowhere). */
+int cmd_self(int argc, char **argv) {
+    (void)argc; (void)argv;
+    int tok, check;
+    uint32_t st = notify_register_check("self.local", &tok);
+    line("register self.local: %u", st);
+    notify_check(tok, &check);
+    line("first check: %d", check);
+    notify_check(tok, &check);
+    line("unchanged: %d", check);
+    line("post self.local: %u", notify_post("self.local"));
+    notify_check(tok, &check);
+    line("after post: %d", check);
+    CNotify_center *c = CNotify_center_get_darwin_notify_center();
+    line("observe self.cf: %u", CNotify_center_add_observer(c, &cf_calls, count_cf, "self.cf"));
+    for (int i = 0; i < 3; i++) CNotify_center_post(c, "self.cf");
+    line("callbacks: %ld", cf_calls);
+    line("post bus name: %u", notify_post("com.example.needs.bus"));
+    return 0;
+}
