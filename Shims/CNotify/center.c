@@ -128,6 +128,8 @@ void cn_center_free(CNotify_center *c) {
     cn_map_clear(&c->last_seq, NULL);
     cn_map_clear(&c->post_counts, NULL);
     cn_local_free(c);
+    cn_map_clear(&c->self_states, NULL);
+    cn_map_clear(&c->sender_uids, NULL);
     pthread_mutex_destroy(&c->dispatch_lock);
     pthread_mutex_destroy(&c->local_lock);
     close(c->wake_fd);
@@ -156,6 +158,7 @@ void CNotify_center_get_stats(CNotify_center *c, CNotify_stats *out) {
     out->delivered = atomic_load(&c->delivered);
     out->gaps = atomic_load(&c->gaps);
     out->reconnects = atomic_load(&c->reconnects);
+    out->rejected = atomic_load(&c->rejected);
 }
 
 /* ---- registry ---- */
@@ -425,6 +428,7 @@ uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
     if (st != NOTIFY_STATUS_OK) return st;
     if ((st = cn_fork_check()) != NOTIFY_STATUS_OK) return st;
     if (cn_is_self_name(name)) return cn_local_post(c, name); /* never leaves the process */
+    if ((st = cn_may_write(name)) != NOTIFY_STATUS_OK) return st; /* user.uid.N: N or root */
     st = cn_center_start(c);
     if (st != NOTIFY_STATUS_OK) return st;
     char iface[32];

@@ -131,13 +131,15 @@ struct CNotify_center {
     uint64_t next_id;
     cn_entry *running;              /* the entry whose callback runs now, if any */
 
-    _Atomic uint64_t received, delivered, gaps, reconnects;
+    _Atomic uint64_t received, delivered, gaps, reconnects, rejected;
+    cn_map sender_uids;             /* unique bus name -> uid + 1 (I/O thread only; sender_check.c) */
 
     /* Callbacks of a center run one at a time: the I/O thread (bus posts) and a thread delivering
      * `self.` posts (local.c) both hold dispatch_lock around them. */
     pthread_mutex_t dispatch_lock;
     pthread_mutex_t local_lock;     /* guards the queue of `self.` posts not yet delivered */
     struct cn_queued_post *local_head, *local_tail;
+    cn_map self_states;             /* `self.` name -> state, under local_lock (state.c) */
 };
 
 int cn_on_io_thread(CNotify_center *c);
@@ -170,5 +172,16 @@ uint32_t cn_local_post(CNotify_center *c, const char *name);
 /* Delivers queued `self.` posts if no thread is running callbacks of `c`. */
 void cn_local_kick(CNotify_center *c);
 void cn_local_free(CNotify_center *c);
+
+/* ---- state.c and the user.uid.N rule ---- */
+#include <sys/types.h>
+/* Whether `name` is user.uid.N[...]; then *uid = N (as notifyd: no digits means 0). */
+int cn_restricted_uid(const char *name, uid_t *uid);
+/* NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) unless this process may post or set `name`. */
+uint32_t cn_may_write(const char *name);
+/* On the I/O thread: whether a received post of `name` from `sender` may be delivered. For
+ * user.uid.N names it asks the bus for the sender's uid (GetConnectionUnixUser, cached per
+ * unique name, which the bus never reuses): anyone on a bus can emit any signal. */
+int cn_sender_may_post(CNotify_center *c, DBusConnection *conn, const char *sender, const char *name);
 
 #endif

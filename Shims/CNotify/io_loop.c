@@ -149,7 +149,6 @@ static void wakeup_main(void *data) {
 /* ---- incoming messages ---- */
 
 static DBusHandlerResult filter(DBusConnection *conn, DBusMessage *msg, void *data) {
-    (void)conn;
     CNotify_center *c = data;
     if (dbus_message_get_type(msg) != DBUS_MESSAGE_TYPE_SIGNAL || !dbus_message_has_member(msg, CN_MEMBER) ||
         !dbus_message_has_path(msg, CN_PATH))
@@ -171,6 +170,10 @@ static DBusHandlerResult filter(DBusConnection *conn, DBusMessage *msg, void *da
         dbus_message_iter_get_basic(&it, &v);
         seq = v;
         has_seq = 1;
+    }
+    if (!cn_sender_may_post(c, conn, dbus_message_get_sender(msg), name)) {
+        atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+        return DBUS_HANDLER_RESULT_HANDLED;
     }
     cn_dispatch_post(c, name, dbus_message_get_sender(msg), has_seq, seq);
     return DBUS_HANDLER_RESULT_HANDLED;

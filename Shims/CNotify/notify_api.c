@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -327,4 +328,31 @@ uint32_t notify_resume(int token) {
     pthread_mutex_unlock(&tok_lock);
     if (fire) { deliver(t); unref_token(t); }
     return NOTIFY_STATUS_OK;
+}
+
+/* The name of a live token, copied (tokens may be cancelled on another thread meanwhile). */
+static uint32_t token_name(int token, char *out, size_t len) {
+    pthread_mutex_lock(&tok_lock);
+    cn_token *t = find_locked(token);
+    if (t) snprintf(out, len, "%s", t->name);
+    pthread_mutex_unlock(&tok_lock);
+    return t ? NOTIFY_STATUS_OK : NOTIFY_STATUS_INVALID_TOKEN;
+}
+
+uint32_t notify_set_state(int token, uint64_t state) {
+    cn_clear_error();
+    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
+    char name[CNOTIFY_NAME_MAX + 1];
+    uint32_t st = token_name(token, name, sizeof name);
+    if (st != NOTIFY_STATUS_OK) return st;
+    return CNotify_center_set_state(CNotify_center_get_darwin_notify_center(), name, state);
+}
+
+uint32_t notify_get_state(int token, uint64_t *state) {
+    cn_clear_error();
+    if (!state) { cn_set_error("state is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    char name[CNOTIFY_NAME_MAX + 1];
+    uint32_t st = token_name(token, name, sizeof name);
+    if (st != NOTIFY_STATUS_OK) return st;
+    return CNotify_center_get_state(CNotify_center_get_darwin_notify_center(), name, state);
 }

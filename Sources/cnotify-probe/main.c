@@ -406,6 +406,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "dispatch")) return cmd_dispatch(argc, argv);
     if (!strcmp(cmd, "suspend")) return cmd_suspend(argc, argv);
     if (!strcmp(cmd, "self")) return cmd_self(argc, argv);
+    if (!strcmp(cmd, "state")) return cmd_state(argc, argv);
+    if (!strcmp(cmd, "guard")) return cmd_guard(argc, argv);
     fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
     return 64;
 }

@@ -11,5 +11,7 @@ int cmd_signal(int argc, char **argv);
 int cmd_dispatch(int argc, char **argv);
 int cmd_suspend(int argc, char **argv);
 int cmd_self(int argc, char **argv);
+int cmd_state(int argc, char **argv);
+int cmd_guard(int argc, char **argv);
 
 #endif

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -212,5 +213,51 @@ int cmd_self(int argc, char **argv) {
     for (int i = 0; i < 3; i++) CNotify_center_post(c, "self.cf");
     line("callbacks: %ld", cf_calls);
     line("post bus name: %u", notify_post("com.example.needs.bus"));
+    return 0;
+}
+
+/* state set NAME VALUE | state get NAME | state cancelled NAME: through a token, as a macOS
+ * program would; prints the status (and the value). */
+int cmd_state(int argc, char **argv) {
+    if (argc < 2) return fail("usage: state set|get|cancelled NAME [VALUE]", NOTIFY_STATUS_INVALID_REQUEST);
+    int tok;
+    uint32_t st = notify_register_check(argv[1], &tok);
+    if (st) return fail("notify_register_check", st);
+    if (!strcmp(argv[0], "set") && argc >= 3) {
+        st = notify_set_state(tok, strtoull(argv[2], NULL, 10));
+        line("set %s: %u %s", argv[1], st, CNotify_last_error());
+    } else if (!strcmp(argv[0], "get")) {
+        uint64_t v = 0;
+        st = notify_get_state(tok, &v);
+        line("get %s: %u %llu", argv[1], st, (unsigned long long)v);
+    } else {
+        notify_cancel(tok);
+        uint64_t v;
+        line("set cancelled: %u", notify_set_state(tok, 1));
+        line("get cancelled: %u", notify_get_state(tok, &v));
+        notify_register_check(argv[1], &tok);
+        line("get NULL: %u", notify_get_state(tok, NULL));
+    }
+    return st == NOTIFY_STATUS_OK ? 0 : 1;
+}
+
+/* guard NAME...: observes the names and prints each post with the center's count of rejected
+ * (forged user.uid.N) posts so far: "NAME rejected=N". */
+static void guard_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
+    (void)observer; (void)object; (void)info;
+    CNotify_stats s;
+    CNotify_center_get_stats(c, &s);
+    line("%s rejected=%llu", name, (unsigned long long)s.rejected);
+}
+
+int cmd_guard(int argc, char **argv) {
+    CNotify_center *c = CNotify_center_get_darwin_notify_center();
+    for (int i = 0; i < argc; i++) {
+        uint32_t st = CNotify_center_add_observer(c, &argc, guard_cb, argv[i]);
+        if (st) return fail("add_observer", st);
+    }
+    line("ready");
+    char buf[16];
+    while (fgets(buf, sizeof buf, stdin)) {}
     return 0;
 }

@@ -91,11 +91,19 @@ typedef struct CNotify_stats {
     uint64_t delivered;  /* callback invocations */
     uint64_t gaps;       /* posts missing from a sender's sequence (lost by the bus) */
     uint64_t reconnects; /* successful reconnections after a lost bus */
+    uint64_t rejected;   /* user.uid.N posts dropped: the bus says the sender is neither N nor root */
 } CNotify_stats;
 void CNotify_center_get_stats(CNotify_center *center, CNotify_stats *out);
 
 /* Validates a notification name: NULL_INPUT, INVALID_NAME (empty, too long, not UTF-8) or OK. */
 uint32_t CNotify_validate_name(const char *name);
+
+/* The 64-bit state of a name on the center's bus (notify_get_state/notify_set_state by name).
+ * Shared by every process on the bus and kept after the setter exits and across bus restarts;
+ * 0 if never set. `user.uid.N` names: only uid N or root may set them. `self.` names: this
+ * process only. */
+uint32_t CNotify_center_get_state(CNotify_center *center, const char *name, uint64_t *state);
+uint32_t CNotify_center_set_state(CNotify_center *center, const char *name, uint64_t state);
 
 /* A sentence about the latest failure on this thread ("" if none). */
 const char *CNotify_last_error(void);

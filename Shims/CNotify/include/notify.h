@@ -62,6 +62,15 @@ bool notify_is_valid_token(int val);
  */
 uint32_t notify_register_signal(const char *name, int sig, int *out_token);
 
+/*
+ * notify_set_state / notify_get_state: the 64-bit state of the token's name, shared by every
+ * process on the bus, kept after the setter exits and across bus restarts (0 if never set).
+ * Reading needs no bus round trip. user.uid.N names: only uid N or root may set them
+ * (NOTIFY_STATUS_NOT_AUTHORIZED). A cancelled token: NOTIFY_STATUS_INVALID_TOKEN.
+ */
+uint32_t notify_set_state(int token, uint64_t state);
+uint32_t notify_get_state(int token, uint64_t *state);
+
 /* A registration whose only effect is the count notify_check reads (Apple's SPI of that name). */
 uint32_t notify_register_plain(const char *name, int *out_token);
 

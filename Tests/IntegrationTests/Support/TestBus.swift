@@ -60,7 +60,8 @@ final class TestBus: Sendable {
     }
 
     /// The environment that points our code at this bus.
-    var environment: [String: String] { ["DARWIN_NOTIFY_BUS": address] }
+    /// State lives in the bus's own temporary directory, so tests never share it.
+    var environment: [String: String] { ["DARWIN_NOTIFY_BUS": address, "DARWIN_NOTIFY_STATE_DIR": directory + "/state"] }
 
     private static let live: Mutex<Set<Int32>> = {
         atexit { TestBus.live.withLock { for pid in $0 { Foundation.kill(pid, SIGKILL) } } }

@@ -1,0 +1,71 @@
+import Foundation
+
+/// A private dbus-daemon configured like a distribution's system bus (deny by default, as
+/// /usr/share/dbus-1/system.conf) plus our policy file, docs/dbus/org.darwinnotify.conf, with a
+/// socket and a sticky state directory that other uids can reach. Processes run as root or,
+/// through setpriv, as `nobody` (65534).
+final class SystemLikeBus: Sendable {
+    let directory: String
+    let address: String
+    private let daemon: ChildProcess
+    static let nobody: UInt32 = 65534
+
+    init() throws {
+        directory = try makeTemporaryDirectory("sysbus")
+        chmod(directory, 0o755)
+        address = "unix:path=\(directory)/bus"
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().path
+        let policy = root + "/docs/dbus/org.darwinnotify.conf"
+        guard FileManager.default.fileExists(atPath: policy) else { throw TestFailure("no policy file at \(policy)") }
+        let config = directory + "/system.conf"
+        try """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>system</type>
+          <listen>\(address)</listen>
+          <auth>EXTERNAL</auth>
+          <policy context="default">
+            <allow user="*"/>
+            <deny own="*"/>
+            <deny send_type="method_call"/>
+            <deny send_type="signal"/>
+            <deny receive_type="signal"/>
+            <allow send_requested_reply="true" send_type="method_return"/>
+            <allow send_requested_reply="true" send_type="error"/>
+            <allow receive_type="method_return"/>
+            <allow receive_type="error"/>
+            <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus" send_member="Hello"/>
+          </policy>
+          <include>\(policy)</include>
+        </busconfig>
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: directory + "/state", withIntermediateDirectories: false)
+        chmod(directory + "/state", 0o1777)
+        daemon = try ChildProcess("/usr/bin/dbus-daemon", ["--config-file=\(config)", "--nofork", "--print-address=1", "--nosyslog"])
+        try daemon.waitForLine(timeout: 20) { $0.hasPrefix("unix:") }
+    }
+
+    deinit {
+        daemon.kill()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// The environment of a client of this bus, root or not.
+    var environment: [String: String] {
+        ["DARWIN_NOTIFY_BUS": address, "DARWIN_NOTIFY_STATE_DIR": directory + "/state"]
+    }
+
+    /// Runs a product (or an absolute path) as uid/gid 65534, with no supplementary groups.
+    func runAsNobody(_ executable: String, _ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+        let path = executable.hasPrefix("/") ? executable : ChildProcess.productsDirectory + "/" + executable
+        return try run("/usr/bin/setpriv", ["--reuid=\(SystemLikeBus.nobody)", "--regid=\(SystemLikeBus.nobody)", "--clear-groups", "--", path] + arguments,
+                       environment: environment.merging(["HOME": "/nonexistent", "XDG_RUNTIME_DIR": ""]) { $1 })
+    }
+
+    /// Runs as this process's uid (root in CI).
+    func runAsRoot(_ executable: String, _ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+        try run(executable, arguments, environment: environment)
+    }
+}
