@@ -28,6 +28,10 @@ typedef struct cn_token {
     cn_pipe *pipe;            /* file-descriptor registrations */
     int sig;                  /* signal registrations: the signal to raise, else 0 */
     cn_dispatch_target *dispatch; /* dispatch registrations (dispatch_api.c), else NULL */
+    CNotify_token_handler handler; /* handler registrations (bindings): called on delivery */
+    void *handler_context;
+    CNotify_release handler_release;
+    CNotify_center *center;   /* whose bus the name is on: the default one for notify_* calls */
     char *name;
     _Atomic int refs;         /* the center's handler, plus each queued dispatch block */
     pthread_mutex_t mu;       /* suspend state */
@@ -86,6 +90,7 @@ static void erase(int token) {
 static void unref_token(cn_token *t) {
     if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
     if (t->dispatch) cn_dispatch_target_free(t->dispatch);
+    if (t->handler_release) t->handler_release(t->handler_context);
     pthread_mutex_destroy(&t->mu);
     free(t->name);
     free(t);
@@ -100,6 +105,7 @@ static void deliver(cn_token *t) {
         (void)r;
     }
     if (t->sig) kill(getpid(), t->sig);
+    if (t->handler) t->handler(t->handler_context, t->token);
     if (t->dispatch) {
         atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed); /* the queued block's */
         cn_dispatch_target_fire(t->dispatch, t->token, (void (*)(void *))unref_token, t);
@@ -120,16 +126,28 @@ static void on_post(void *context, const char *name) {
 
 static void release_token(void *context) { unref_token(context); }
 
-/* Registers a token of one kind: pipe, sig and dispatch are set for fd, signal and dispatch
- * registrations. On failure the caller keeps pipe and dispatch. */
-static uint32_t add_token(const char *name, cn_pipe *pipe, int sig, cn_dispatch_target *dispatch, int *out_token) {
+/* What a token does on delivery, besides counting for notify_check. */
+typedef struct {
+    cn_pipe *pipe;
+    int sig;
+    cn_dispatch_target *dispatch;
+    CNotify_token_handler handler;
+    void *context;
+    CNotify_release release;
+} cn_token_kind;
+
+/* Registers a token on `c` (NULL: the default center). On failure the caller keeps what the
+ * kind holds (pipe, dispatch target, handler context). */
+static uint32_t add_token(CNotify_center *c, const char *name, cn_token_kind kind, int *out_token) {
+    if (!c) c = CNotify_center_get_darwin_notify_center();
     if (!out_token) { cn_set_error("out_token is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
     cn_token *t = calloc(1, sizeof *t);
     if (!t || !(t->name = strdup(name))) { free(t); cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
-    t->pipe = pipe;
-    t->sig = sig;
+    t->pipe = kind.pipe;
+    t->sig = kind.sig;
+    t->center = c;
     t->refs = 1;
     pthread_mutex_init(&t->mu, NULL);
     pthread_mutex_lock(&tok_lock);
@@ -145,8 +163,11 @@ static uint32_t add_token(const char *name, cn_pipe *pipe, int sig, cn_dispatch_
     pthread_mutex_unlock(&tok_lock);
     uint64_t id = 0;
     /* Visible to on_post before the handler can run; freed with t, whose release it is. */
-    t->dispatch = dispatch;
-    st = CNotify_center_add_handler(CNotify_center_get_darwin_notify_center(), name, on_post, t, release_token, &id);
+    t->dispatch = kind.dispatch;
+    t->handler = kind.handler;
+    t->handler_context = kind.context;
+    t->handler_release = kind.release;
+    st = CNotify_center_add_handler(c, name, on_post, t, release_token, &id);
     if (st != NOTIFY_STATUS_OK) { /* add_handler freed nothing of ours on failure */
         pthread_mutex_destroy(&t->mu);
         free(t->name);
@@ -158,7 +179,8 @@ static uint32_t add_token(const char *name, cn_pipe *pipe, int sig, cn_dispatch_
     int ok = insert(t) == 0;
     pthread_mutex_unlock(&tok_lock);
     if (!ok) {
-        CNotify_center_remove_handler(CNotify_center_get_darwin_notify_center(), id);
+        t->handler_release = NULL; /* the caller keeps the context on failure */
+        CNotify_center_remove_handler(c, id);
         return NOTIFY_STATUS_FAILED;
     }
     *out_token = t->token;
@@ -169,30 +191,49 @@ uint32_t notify_post(const char *name) {
     return CNotify_center_post(CNotify_center_get_darwin_notify_center(), name);
 }
 
-uint32_t notify_register_check(const char *name, int *out_token) {
+uint32_t CNotify_center_register_check(CNotify_center *c, const char *name, int *out_token) {
     cn_clear_error();
-    return add_token(name, NULL, 0, NULL, out_token);
+    return add_token(c, name, (cn_token_kind){0}, out_token);
+}
+
+uint32_t notify_register_check(const char *name, int *out_token) {
+    return CNotify_center_register_check(NULL, name, out_token);
 }
 
 uint32_t notify_register_plain(const char *name, int *out_token) {
-    cn_clear_error();
-    return add_token(name, NULL, 0, NULL, out_token);
+    return CNotify_center_register_check(NULL, name, out_token);
 }
 
-uint32_t notify_register_signal(const char *name, int sig, int *out_token) {
+uint32_t CNotify_center_register_signal(CNotify_center *c, const char *name, int sig, int *out_token) {
     cn_clear_error();
     if (sig <= 0 || sig > SIGRTMAX) {
         cn_set_error("%d is not a signal number (1 to %d)", sig, SIGRTMAX);
         return NOTIFY_STATUS_INVALID_SIGNAL;
     }
-    return add_token(name, NULL, sig, NULL, out_token);
+    return add_token(c, name, (cn_token_kind){ .sig = sig }, out_token);
+}
+
+uint32_t notify_register_signal(const char *name, int sig, int *out_token) {
+    return CNotify_center_register_signal(NULL, name, sig, out_token);
+}
+
+uint32_t CNotify_center_register_handler(CNotify_center *c, const char *name, CNotify_token_handler handler,
+                                         void *context, CNotify_release release, int *out_token) {
+    cn_clear_error();
+    if (!handler) { cn_set_error("handler is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    return add_token(c, name, (cn_token_kind){ .handler = handler, .context = context, .release = release }, out_token);
 }
 
 uint32_t cn_register_dispatch_target(const char *name, cn_dispatch_target *target, int *out_token) {
-    return add_token(name, NULL, 0, target, out_token);
+    return add_token(NULL, name, (cn_token_kind){ .dispatch = target }, out_token);
 }
 
 uint32_t notify_register_file_descriptor(const char *name, int *notify_fd, int flags, int *out_token) {
+    return CNotify_center_register_file_descriptor(NULL, name, notify_fd, flags, out_token);
+}
+
+uint32_t CNotify_center_register_file_descriptor(CNotify_center *c, const char *name, int *notify_fd, int flags,
+                                                 int *out_token) {
     cn_clear_error();
     if (!notify_fd || !out_token) { cn_set_error("notify_fd or out_token is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     uint32_t st = CNotify_validate_name(name);
@@ -223,7 +264,7 @@ uint32_t notify_register_file_descriptor(const char *name, int *notify_fd, int f
         if (!pipe) { close(fds[0]); close(fds[1]); return NOTIFY_STATUS_FAILED; }
         pipe->rfd = fds[0]; pipe->wfd = fds[1]; pipe->refs = 1;
     }
-    st = add_token(name, pipe, 0, NULL, out_token);
+    st = add_token(c, name, (cn_token_kind){ .pipe = pipe }, out_token);
     if (st != NOTIFY_STATUS_OK) {
         pthread_mutex_lock(&tok_lock);
         int last = --pipe->refs == 0;
@@ -266,7 +307,7 @@ uint32_t notify_cancel(int token) {
     }
     cn_pipe *pipe = t->pipe;
     /* After this returns no on_post runs for t, so the pipe can go; t itself is freed by release. */
-    CNotify_center_remove_handler(CNotify_center_get_darwin_notify_center(), t->handler_id);
+    CNotify_center_remove_handler(t->center, t->handler_id);
     /* No block starts after this, and one running elsewhere is waited for (not one running here:
      * a handler may cancel its own token). */
     if (t->dispatch) cn_dispatch_target_cancel(t->dispatch);
@@ -330,11 +371,12 @@ uint32_t notify_resume(int token) {
     return NOTIFY_STATUS_OK;
 }
 
-/* The name of a live token, copied (tokens may be cancelled on another thread meanwhile). */
-static uint32_t token_name(int token, char *out, size_t len) {
+/* The name and center of a live token, copied (it may be cancelled on another thread meanwhile;
+ * centers outlive their tokens). */
+static uint32_t token_name(int token, char *out, size_t len, CNotify_center **center) {
     pthread_mutex_lock(&tok_lock);
     cn_token *t = find_locked(token);
-    if (t) snprintf(out, len, "%s", t->name);
+    if (t) { snprintf(out, len, "%s", t->name); *center = t->center; }
     pthread_mutex_unlock(&tok_lock);
     return t ? NOTIFY_STATUS_OK : NOTIFY_STATUS_INVALID_TOKEN;
 }
@@ -343,16 +385,18 @@ uint32_t notify_set_state(int token, uint64_t state) {
     cn_clear_error();
     if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
     char name[CNOTIFY_NAME_MAX + 1];
-    uint32_t st = token_name(token, name, sizeof name);
+    CNotify_center *c = NULL;
+    uint32_t st = token_name(token, name, sizeof name, &c);
     if (st != NOTIFY_STATUS_OK) return st;
-    return CNotify_center_set_state(CNotify_center_get_darwin_notify_center(), name, state);
+    return CNotify_center_set_state(c, name, state);
 }
 
 uint32_t notify_get_state(int token, uint64_t *state) {
     cn_clear_error();
     if (!state) { cn_set_error("state is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     char name[CNOTIFY_NAME_MAX + 1];
-    uint32_t st = token_name(token, name, sizeof name);
+    CNotify_center *c = NULL;
+    uint32_t st = token_name(token, name, sizeof name, &c);
     if (st != NOTIFY_STATUS_OK) return st;
-    return CNotify_center_get_state(CNotify_center_get_darwin_notify_center(), name, state);
+    return CNotify_center_get_state(c, name, state);
 }

@@ -131,12 +131,15 @@ public struct NotifyStatistics: Sendable, Equatable {
     public let gaps: UInt64
     /// Reconnections after the bus went away.
     public let reconnects: UInt64
+    /// Posts of `user.uid.N` names dropped because the bus said the sender was neither N nor root.
+    public let rejected: UInt64
 }
 
 extension NotifyCenter {
     public var statistics: NotifyStatistics {
         var s = CNotify_stats()
         CNotify_center_get_stats(handle, &s)
-        return NotifyStatistics(received: s.received, delivered: s.delivered, gaps: s.gaps, reconnects: s.reconnects)
+        return NotifyStatistics(received: s.received, delivered: s.delivered, gaps: s.gaps, reconnects: s.reconnects,
+                                rejected: s.rejected)
     }
 }

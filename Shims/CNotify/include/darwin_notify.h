@@ -98,6 +98,21 @@ void CNotify_center_get_stats(CNotify_center *center, CNotify_stats *out);
 /* Validates a notification name: NULL_INPUT, INVALID_NAME (empty, too long, not UTF-8) or OK. */
 uint32_t CNotify_validate_name(const char *name);
 
+/*
+ * notify(3) tokens on a given center (its bus), for bindings and programs that use more than
+ * the default bus. The tokens are ordinary notify tokens: notify_check, notify_cancel,
+ * notify_suspend/resume and notify_get/set_state take them. A handler token calls
+ * `handler(context, token)` on the delivery thread for each post (after suspension is applied)
+ * and `release(context)` once it can no longer run.
+ */
+typedef void (*CNotify_token_handler)(void *context, int token);
+uint32_t CNotify_center_register_check(CNotify_center *center, const char *name, int *out_token);
+uint32_t CNotify_center_register_file_descriptor(CNotify_center *center, const char *name, int *notify_fd, int flags,
+                                                 int *out_token);
+uint32_t CNotify_center_register_signal(CNotify_center *center, const char *name, int sig, int *out_token);
+uint32_t CNotify_center_register_handler(CNotify_center *center, const char *name, CNotify_token_handler handler,
+                                         void *context, CNotify_release release, int *out_token);
+
 /* The 64-bit state of a name on the center's bus (notify_get_state/notify_set_state by name).
  * Shared by every process on the bus and kept after the setter exits and across bus restarts;
  * 0 if never set. `user.uid.N` names: only uid N or root may set them. `self.` names: this
