@@ -1,10 +1,10 @@
 /*
  * `self.` names (Apple: "self." prefix): posted and observed within one process, never sent to
- * the bus, and usable with no bus at all. A post is queued and delivered by the posting thread,
- * under the center's dispatch lock, so callbacks still run one at a time. When callbacks of the
- * center are already running (on the I/O thread, or on a thread delivering `self.` posts), the
- * post stays queued and that thread delivers it once its current callback returns; a callback
- * that posts its own `self.` name therefore never recurses.
+ * the bus, and usable with no bus at all. A post is delivered by the posting thread before
+ * notify_post returns, as on macOS, under the center's dispatch lock so callbacks still run one
+ * at a time: if another thread is running callbacks of the center, the poster waits for it. A
+ * post made from inside a callback of the same center is queued instead and delivered once that
+ * callback returns, so a callback that posts its own `self.` name never recurses.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,8 @@ typedef struct cn_queued_post {
     struct cn_queued_post *next;
     char name[];
 } cn_queued_post;
+
+static void deliver_queued(CNotify_center *c);
 
 int cn_is_self_name(const char *name) { return name && strncmp(name, "self.", 5) == 0; }
 
@@ -27,6 +29,10 @@ uint32_t cn_local_post(CNotify_center *c, const char *name) {
     if (c->local_tail) c->local_tail->next = p; else c->local_head = p;
     c->local_tail = p;
     pthread_mutex_unlock(&c->local_lock);
+    if (cn_in_dispatch(c)) return NOTIFY_STATUS_OK; /* delivered when this callback returns */
+    pthread_mutex_lock(&c->dispatch_lock);
+    deliver_queued(c);
+    pthread_mutex_unlock(&c->dispatch_lock);
     cn_local_kick(c);
     return NOTIFY_STATUS_OK;
 }
@@ -37,6 +43,14 @@ static cn_queued_post *pop(CNotify_center *c) {
     if (p && !(c->local_head = p->next)) c->local_tail = NULL;
     pthread_mutex_unlock(&c->local_lock);
     return p;
+}
+
+/* dispatch_lock held. */
+static void deliver_queued(CNotify_center *c) {
+    for (cn_queued_post *p; (p = pop(c));) {
+        cn_dispatch_post_locked(c, p->name, NULL, 0, 0);
+        free(p);
+    }
 }
 
 static int pending(CNotify_center *c) {
@@ -51,10 +65,7 @@ void cn_local_kick(CNotify_center *c) {
      * the trylock fails is never stranded. */
     while (pending(c)) {
         if (pthread_mutex_trylock(&c->dispatch_lock) != 0) return;
-        for (cn_queued_post *p; (p = pop(c));) {
-            cn_dispatch_post_locked(c, p->name, NULL, 0, 0);
-            free(p);
-        }
+        deliver_queued(c);
         pthread_mutex_unlock(&c->dispatch_lock);
     }
 }
