@@ -1,11 +1,44 @@
-/// A parsed `notifyutil` command line. Like Apple's tool, options (`-q`, `-v`, `-z`, `-M`, `-R`,
-/// `--bus`) apply to the whole run; commands run left to right.
+/// A parsed `notifyutil` command line. As in Apple's tool, options (`-q`, `-v`, `-z`, `-M`, `-R`,
+/// `--bus`) apply to the whole run, and commands run left to right; a delivery switch (`-port`,
+/// `-file`, `-check`, `-signal [#]`, `-dispatch`, `-plain`) applies to the registrations after it.
 public struct Invocation: Equatable, Sendable {
+    /// How a registration receives notifications (Apple's `notifyutil` types).
+    public enum Delivery: Equatable, Sendable {
+        /// Our default: a callback from the center (Apple: a Mach port).
+        case port
+        /// A pipe written for each post (`notify_register_file_descriptor`).
+        case file
+        /// Polled every 100 ms with `notify_check` (`notify_register_check`).
+        case check
+        /// A signal for each post (`notify_register_signal`); Apple's default signal is 1 (SIGHUP).
+        case signal(Int32)
+        /// A block on a dispatch queue (`notify_register_dispatch`).
+        case dispatch
+        /// Polled like `check` (`notify_register_plain`).
+        case plain
+
+        /// The word `-v` prints.
+        public var typeName: String {
+            switch self {
+            case .port: "port"
+            case .file: "file"
+            case .check: "check"
+            case .signal: "signal"
+            case .dispatch: "dispatch"
+            case .plain: "plain"
+            }
+        }
+    }
+
     public enum Command: Equatable, Sendable {
         /// `-p key`
         case post(String)
         /// `-w key` (count nil: forever) or `-N key` (N notifications, then that registration ends)
-        case wait(String, count: Int?)
+        case wait(String, count: Int?, delivery: Delivery)
+        /// `-g key`: print `key value`
+        case get(String)
+        /// `-s key value`
+        case set(String, UInt64)
         /// `--bus-status`, `--bus-start`, `--bus-stop`: the embedded bus
         case busStatus, busStart, busStop
     }
@@ -14,7 +47,7 @@ public struct Invocation: Equatable, Sendable {
 
     public var commands: [Command] = []
     public var output: Output = .key
-    /// Pause after each post that another command follows, in milliseconds (Apple's default: 100).
+    /// Pause after each post, in milliseconds (Apple's default: 100).
     public var napMilliseconds = 100
     public var bus: String?
     public var showHelp = false
@@ -38,9 +71,18 @@ public enum InvocationParser {
         -R             accepted for compatibility (registrations always survive a bus restart)
         --bus ADDRESS  a D-Bus address, or session, system, embedded [default: $DARWIN_NOTIFY_BUS, else embedded]
     commands:
+        -port          switch to callbacks for subsequent registrations [default]
+        -file          switch to file descriptor for subsequent registrations
+        -check         switch to polling notify_check for subsequent registrations
+        -signal [#]    switch to signal [#] for subsequent registrations
+                       initial default for signal is 1 (SIGHUP)
+        -dispatch      switch to dispatch for subsequent registrations
+        -plain         switch to plain (polled) registrations
         -p key         post a notification for key
         -w key         register for key and report notifications
         -# key         (# is an integer value, eg "-1") register for key and report # notifications
+        -g key         get state value for key
+        -s key val     set state value for key
         --bus-status   report whether the embedded bus runs, and its address
         --bus-start    start the embedded bus if it is not running
         --bus-stop     stop the embedded bus
@@ -48,6 +90,8 @@ public enum InvocationParser {
 
     public static func parse(_ arguments: [String]) throws(UsageError) -> Invocation {
         var result = Invocation()
+        var delivery = Invocation.Delivery.port
+        var signal: Int32 = 1
         var i = 0
         func operand(for flag: String, _ what: String) throws(UsageError) -> String {
             guard i + 1 < arguments.count else { throw UsageError("\(what) required following \(flag)") }
@@ -69,8 +113,31 @@ public enum InvocationParser {
                 let value = try operand(for: arg, "bus address")
                 guard !value.isEmpty else { throw UsageError("--bus needs a non-empty address") }
                 result.bus = value
+            case "-port": delivery = .port
+            case "-file": delivery = .file
+            case "-check": delivery = .check
+            case "-dispatch": delivery = .dispatch
+            case "-plain": delivery = .plain
+            case "-sig", "-signal":
+                // As Apple's: an optional number follows; anything starting with '-' is not one.
+                if i + 1 < arguments.count, !arguments[i + 1].hasPrefix("-") {
+                    i += 1
+                    guard let n = Int32(arguments[i]), n > 0 else {
+                        throw UsageError("-signal \(arguments[i]) is invalid: signals must be specified as positive integer values")
+                    }
+                    signal = n
+                }
+                delivery = .signal(signal)
             case "-p": result.commands.append(.post(try operand(for: arg, "name")))
-            case "-w": result.commands.append(.wait(try operand(for: arg, "name"), count: nil))
+            case "-w": result.commands.append(.wait(try operand(for: arg, "name"), count: nil, delivery: delivery))
+            case "-g": result.commands.append(.get(try operand(for: arg, "name")))
+            case "-s":
+                let name = try operand(for: arg, "name")
+                let value = try operand(for: "-s \(name)", "value")
+                guard let state = UInt64(value) ?? Int64(value).map({ UInt64(bitPattern: $0) }) else {
+                    throw UsageError("value following -s \(name) must be a 64-bit integer, not '\(value)'")
+                }
+                result.commands.append(.set(name, state))
             case "--bus-status": result.commands.append(.busStatus)
             case "--bus-start": result.commands.append(.busStart)
             case "--bus-stop": result.commands.append(.busStop)
@@ -78,7 +145,7 @@ public enum InvocationParser {
                 if arg.count > 1, arg.hasPrefix("-"), let n = Int(arg.dropFirst()), n >= 0 {
                     let name = try operand(for: arg, "name")
                     // Apple: a count of 0 waits forever, like -w.
-                    result.commands.append(.wait(name, count: n == 0 ? nil : n))
+                    result.commands.append(.wait(name, count: n == 0 ? nil : n, delivery: delivery))
                 } else {
                     throw UsageError("unrecognized option: \(arg)")
                 }

@@ -6,16 +6,16 @@ import Synchronization
 import Glibc
 #endif
 
-/// Runs an `Invocation`: posts and registrations in order, then waits until every counted
-/// registration has seen its notifications (forever if a `-w` registration exists).
+/// Runs an `Invocation`: posts, state commands and registrations in order, then waits until
+/// every counted registration has seen its notifications (forever if a `-w` registration exists).
 public final class Runner: Sendable {
     private let invocation: Invocation
     private let out: @Sendable (String) -> Void
     private let err: @Sendable (String) -> Void
-    private let queue = DispatchQueue(label: "notifyutil.watch")
-    private let remaining = Mutex<(counted: Int, forever: Int)>((0, 0))
+    /// Every event is handled here, one at a time, as Apple's "Watch Q".
+    let queue = DispatchQueue(label: "notifyutil.watch")
+    private let registrations = Mutex<[Registration]>([])
     private let finished = DispatchSemaphore(value: 0)
-    private let observations = Mutex<[NotificationObservation]>([])
 
     public init(
         _ invocation: Invocation,
@@ -36,18 +36,22 @@ public final class Runner: Sendable {
             center = made
             return made
         }
-        for (index, command) in invocation.commands.enumerated() {
+        for command in invocation.commands {
             do {
                 switch command {
                 case .post(let name):
                     try getCenter().post(name)
-                    let more = index + 1 < invocation.commands.count
-                    if more && invocation.napMilliseconds > 0 {
+                    if invocation.napMilliseconds > 0 { // Apple: after every post
                         try getCenter().flush()
                         usleep(UInt32(min(invocation.napMilliseconds, 4_000_000)) * 1000)
                     }
-                case .wait(let name, let count):
-                    try register(name, count: count, center: getCenter())
+                case .wait(let name, let count, let delivery):
+                    // Registered from the watch queue, so no event is handled before it is listed.
+                    try queue.sync { try register(name, count: count, delivery: delivery, center: getCenter()) }
+                case .get(let name):
+                    out("\(name) \(try getCenter().state(of: name))\n")
+                case .set(let name, let value):
+                    try getCenter().setState(value, for: name)
                 case .busStatus:
                     let status = try EmbeddedBus.status()
                     out("\(status.running ? "running" : "stopped") \(status.address)\n")
@@ -56,64 +60,122 @@ public final class Runner: Sendable {
                 case .busStop:
                     try EmbeddedBus.stop()
                 }
-            } catch let error as NotifyError {
-                err("notifyutil: \(describe(command)): \(error)\n")
-                return 1
             } catch {
                 err("notifyutil: \(describe(command)): \(error)\n")
                 return 1
             }
         }
         if let center { try? center.flush() }
-        let waiting = remaining.withLock { $0.counted > 0 || $0.forever > 0 }
-        if waiting { finished.wait() }
+        if !registrations.withLock({ $0.isEmpty }) { finished.wait() }
         return 0
     }
 
     private func describe(_ command: Invocation.Command) -> String {
         switch command {
-        case .post(let name), .wait(let name, _): return name
+        case .post(let name), .wait(let name, _, _), .get(let name), .set(let name, _): return name
         case .busStatus: return "--bus-status"
         case .busStart: return "--bus-start"
         case .busStop: return "--bus-stop"
         }
     }
 
-    private func register(_ name: String, count: Int?, center: NotifyCenter) throws {
-        remaining.withLock {
-            if count == nil { $0.forever += 1 } else { $0.counted += 1 }
+    /// One registration of the run, with what is left of its count. Touched on `queue` only.
+    final class Registration: @unchecked Sendable {
+        // @unchecked Sendable: created and used on the runner's serial watch queue only.
+        let name: String
+        let delivery: Invocation.Delivery
+        var left: Int?
+        var token: NotifyToken?
+        var observation: NotificationObservation?
+        /// The read, timer or signal source of file, check/plain and signal registrations.
+        var source: DispatchSourceProtocol?
+        var id: Int64 = 0
+        init(name: String, delivery: Invocation.Delivery, left: Int?) {
+            self.name = name
+            self.delivery = delivery
+            self.left = left
         }
-        let left = Mutex(count ?? 0)
-        let tokenBox = Mutex<UInt64>(0)
-        let observation = try center.observe(name, queue: queue) { [self] name in
-            report(name, token: tokenBox.withLock { $0 })
-            guard count != nil else { return }
-            let done = left.withLock { value -> Bool in
-                value -= 1
-                return value == 0
-            }
-            if done {
-                let allDone = remaining.withLock { state -> Bool in
-                    state.counted -= 1
-                    return state.counted == 0 && state.forever == 0
-                }
-                if allDone { finished.signal() }
-            }
-        }
-        tokenBox.withLock { $0 = observation.registrationID }
-        observations.withLock { $0.append(observation) }
     }
 
-    private func report(_ name: String, token: UInt64) {
+    private func register(_ name: String, count: Int?, delivery: Invocation.Delivery, center: NotifyCenter) throws {
+        let reg = Registration(name: name, delivery: delivery, left: count)
+        switch delivery {
+        case .port:
+            let observation = try center.observe(name, queue: queue) { [self] _ in fired(reg, center: center) }
+            reg.observation = observation
+            reg.id = Int64(observation.registrationID)
+        case .dispatch:
+            let token = try center.dispatchToken(name, queue: queue) { [self] _ in fired(reg, center: center) }
+            reg.token = token
+        case .file:
+            let token = try center.fileDescriptorToken(name)
+            reg.token = token
+            let source = DispatchSource.makeReadSource(fileDescriptor: token.fileDescriptor!, queue: queue)
+            source.setEventHandler { [self] in
+                for _ in (try? token.readPosts()) ?? [] where !token.isCancelled { fired(reg, center: center) }
+            }
+            source.resume()
+            reg.source = source
+        case .check, .plain:
+            let token = try center.checkToken(name)
+            _ = try token.check() // the first check is always true
+            reg.token = token
+            let timer = DispatchSource.makeTimerSource(queue: queue)
+            timer.schedule(deadline: .now() + .milliseconds(100), repeating: .milliseconds(100))
+            timer.setEventHandler { [self] in
+                if !token.isCancelled, (try? token.check()) == true { fired(reg, center: center) }
+            }
+            timer.resume()
+            reg.source = timer
+        case .signal(let number):
+            signal(number, SIG_IGN) // the source sees it; the default action must not run
+            let token = try center.signalToken(name, signal: number)
+            _ = try token.check()
+            reg.token = token
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { [self] in
+                if invocation.output != .quiet { out("SIGNAL \(number)\n") }
+                if !token.isCancelled, (try? token.check()) == true { fired(reg, center: center) }
+            }
+            source.resume()
+            reg.source = source
+        }
+        if let token = reg.token { reg.id = Int64(token.rawValue) }
+        registrations.withLock { $0.append(reg) }
+    }
+
+    /// One notification for `reg` (on the watch queue): report it, count it down, and end the run
+    /// once no registration is left.
+    private func fired(_ reg: Registration, center: NotifyCenter) {
+        guard reg.left != 0, !(reg.token?.isCancelled ?? false), !(reg.observation?.isCancelled ?? false) else { return }
+        report(reg, center: center)
+        guard let left = reg.left else { return }
+        reg.left = left - 1
+        guard left - 1 == 0 else { return }
+        reg.token?.cancel()
+        reg.observation?.cancel()
+        reg.source?.cancel()
+        let empty = registrations.withLock { list -> Bool in
+            list.removeAll { $0 === reg }
+            return list.isEmpty
+        }
+        if empty { finished.signal() }
+    }
+
+    private func report(_ reg: Registration, center: NotifyCenter) {
         switch invocation.output {
         case .quiet: return
-        case .key: out("\(name)\n")
+        case .key: out("\(reg.name)\n")
         case .verbose:
             var now = timeval()
             gettimeofday(&now, nil)
             // Apple's format: milliseconds as three digits, rounded, from the microseconds.
             let msec = String(String(Int(now.tv_usec) + 1_000_500).dropFirst().prefix(3))
-            out("[\(token)] \(now.tv_sec).\(msec) \(name) 0 port\n")
+            let state: String
+            do { state = String(try reg.token?.state() ?? center.state(of: reg.name)) } catch {
+                state = ": \(error)"
+            }
+            out("[\(reg.id)] \(now.tv_sec).\(msec) \(reg.name) \(state) \(reg.delivery.typeName)\n")
         }
     }
 }

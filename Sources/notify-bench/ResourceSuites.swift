@@ -59,14 +59,15 @@ func cliSuite(_ options: Options) throws -> [Metric] {
     let notifyutil = Child.siblings + "/notifyutil"
     var ours: [Double] = [], theirs: [Double] = []
     for _ in 0..<runs {
-        ours.append(try timeCommand(notifyutil, ["-p", "cli.x"], environment: env))
+        // -z 0: Apple's 100 ms pause after a post is a feature of the tool, not a cost of posting.
+        ours.append(try timeCommand(notifyutil, ["-z", "0", "-p", "cli.x"], environment: env))
         theirs.append(try timeCommand("/usr/bin/dbus-send", ["--bus=\(bus.address)", "--type=signal", "/org/darwinnotify",
                                                             "org.darwinnotify.Notify.Post", "string:cli.x"], environment: [:]))
     }
     func median(_ v: [Double]) -> Double { let s = v.sorted(); return s[s.count / 2] }
     return [
         Metric(label: "dbus-send --type=signal, median of \(runs)", value: median(theirs), unit: "ms", reference: nil, goal: .none),
-        Metric(label: "notifyutil -p, median of \(runs)", value: median(ours), unit: "ms", reference: median(theirs), goal: .atMost(1.0)),
+        Metric(label: "notifyutil -z 0 -p, median of \(runs)", value: median(ours), unit: "ms", reference: median(theirs), goal: .atMost(1.0)),
     ]
 }
 
