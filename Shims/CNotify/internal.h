@@ -18,6 +18,7 @@
 #define CN_BUCKET_PREFIX CN_INTERFACE ".H"
 #define CN_BUCKET_MASK 0xfffu
 #define CN_COMPAT_RULE "type='signal',path='" CN_PATH "',interface='" CN_INTERFACE "',member='" CN_MEMBER "'"
+#define CN_CATCHALL_RULE "type='signal',path='" CN_PATH "',member='" CN_MEMBER "'"
 #define CN_RULE_MAX 1024 /* DBUS_MAXIMUM_MATCH_RULE_LENGTH */
 
 /* ---- wire.c ---- */
@@ -108,6 +109,10 @@ struct CNotify_center {
     int free_on_exit;               /* destroyed from its own I/O thread: that thread frees it */
     uint64_t conn_gen;              /* bumped on every (re)connection; 0 = never connected */
     uint64_t compat_gen;            /* generation holding the plain-interface rule */
+    /* Once the bus refuses more rules (LimitsExceeded: the system bus allows 512 per connection),
+     * one rule for every post stands in for the exact ones; the process filters by name. */
+    int catchall_wanted;
+    uint64_t catchall_gen;
     cn_map post_counts;             /* name -> posts so far (the per-name sequence number) */
     struct cn_waiter *waiters;      /* threads awaiting an AddMatch reply (rules.c), under lock */
 

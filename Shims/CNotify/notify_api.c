@@ -393,6 +393,7 @@ uint32_t notify_set_state(int token, uint64_t state) {
 
 uint32_t notify_get_state(int token, uint64_t *state) {
     cn_clear_error();
+    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
     if (!state) { cn_set_error("state is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     char name[CNOTIFY_NAME_MAX + 1];
     CNotify_center *c = NULL;

@@ -12,6 +12,9 @@
 #include <time.h>
 #include "internal.h"
 
+/* Internal: AddMatch refused with LimitsExceeded (never returned to callers). */
+#define CN_STATUS_RULE_LIMIT 0x7fff0001u
+
 /* A waiter for one AddMatch reply, shared by the registering thread and libdbus (two refs).
  * It is also listed in the center (c->waiters, under c->lock) so that dropping its connection
  * releases it: libdbus does not always complete the pending calls of a connection that broke
@@ -132,7 +135,7 @@ static uint32_t await_add_match(CNotify_center *c, cn_request r, const char *nam
             const char *text = NULL;
             dbus_message_get_args(reply, NULL, DBUS_TYPE_STRING, &text, DBUS_TYPE_INVALID);
             cn_set_error("the bus refused the match rule for '%s': %s (%s)", name, text ? text : "", err);
-            st = NOTIFY_STATUS_FAILED;
+            st = strcmp(err, DBUS_ERROR_LIMITS_EXCEEDED) == 0 ? CN_STATUS_RULE_LIMIT : NOTIFY_STATUS_FAILED;
         }
         dbus_message_unref(reply);
     }
@@ -149,7 +152,7 @@ static uint32_t add_match_blocking(DBusConnection *conn, const char *rule, const
     uint32_t st = NOTIFY_STATUS_OK;
     if (dbus_error_is_set(&err) && strcmp(err.name, DBUS_ERROR_DISCONNECTED) != 0 && strcmp(err.name, DBUS_ERROR_NO_REPLY) != 0) {
         cn_set_error("the bus refused the match rule for '%s': %s (%s)", name, err.message, err.name);
-        st = NOTIFY_STATUS_FAILED;
+        st = strcmp(err.name, DBUS_ERROR_LIMITS_EXCEEDED) == 0 ? CN_STATUS_RULE_LIMIT : NOTIFY_STATUS_FAILED;
     }
     dbus_error_free(&err);
     return st;
@@ -179,6 +182,38 @@ static void rule_settled(CNotify_center *c, const char *name, uint64_t gen) {
     pthread_mutex_unlock(&c->reg_lock);
 }
 
+/* The bus allows no more rules on this connection: add the one rule that selects every post
+ * (once per connection; it stays, and is re-added first after a reconnect). */
+static uint32_t use_catchall(CNotify_center *c, DBusConnection *conn, uint64_t gen, const char *name) {
+    pthread_mutex_lock(&c->reg_lock);
+    int need = c->catchall_gen != gen;
+    c->catchall_wanted = 1;
+    c->catchall_gen = gen;
+    pthread_mutex_unlock(&c->reg_lock);
+    if (!need) return NOTIFY_STATUS_OK;
+    /* Make room: the catch-all also selects the plain interface, so that rule can go. The bus
+     * handles our messages in order, so the removal is done before the addition. */
+    cn_gate_enter(c);
+    dbus_bus_remove_match(conn, CN_COMPAT_RULE, NULL);
+    cn_gate_leave(c);
+    uint32_t st;
+    if (cn_on_io_thread(c)) {
+        st = add_match_blocking(conn, CN_CATCHALL_RULE, name);
+    } else {
+        cn_gate_enter(c);
+        cn_request r = send_add_match(conn, CN_CATCHALL_RULE);
+        cn_gate_leave(c);
+        st = await_add_match(c, r, name, gen);
+    }
+    if (st != NOTIFY_STATUS_OK) {
+        pthread_mutex_lock(&c->reg_lock);
+        if (c->catchall_gen == gen) c->catchall_gen = 0;
+        pthread_mutex_unlock(&c->reg_lock);
+        if (st == CN_STATUS_RULE_LIMIT) st = NOTIFY_STATUS_FAILED; /* not even one more rule */
+    }
+    return st;
+}
+
 uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name) {
     char rule[CN_RULE_MAX + 64];
     int need_compat = 0, need_name = 0;
@@ -187,7 +222,7 @@ uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name) {
     cn_name_slot *slot = cn_map_get(&c->names, name);
     DBusConnection *conn = current_connection(c, &gen);
     if (slot && conn) {
-        need_compat = c->compat_gen != gen;
+        need_compat = c->compat_gen != gen && !c->catchall_wanted; /* the catch-all covers it */
         need_name = slot->rule_gen != gen;
         if (need_compat) c->compat_gen = gen;
         if (need_name) { slot->rule_gen = gen; slot->rule_in_flight = 1; }
@@ -217,6 +252,7 @@ uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name) {
         uint32_t st2 = await_add_match(c, exact, name, gen);
         st = st1 != NOTIFY_STATUS_OK ? st1 : st2;
     }
+    if (st == CN_STATUS_RULE_LIMIT) st = use_catchall(c, conn, gen, name);
     if (need_name) rule_settled(c, name, gen);
     if (conn) dbus_connection_unref(conn);
     return st;
@@ -239,8 +275,13 @@ void cn_rules_after_connect(CNotify_center *c, DBusConnection *conn) {
     uint64_t gen = connection_gen(c);
     if (c->names.count == 0) return;
     char rule[CN_RULE_MAX + 64];
-    dbus_bus_add_match(conn, CN_COMPAT_RULE, NULL); /* no reply awaited: thousands may follow */
-    c->compat_gen = gen;
+    if (c->catchall_wanted) { /* first, so the names past the bus's rule limit are covered */
+        dbus_bus_add_match(conn, CN_CATCHALL_RULE, NULL);
+        c->catchall_gen = gen;
+    } else {
+        dbus_bus_add_match(conn, CN_COMPAT_RULE, NULL); /* no reply awaited: thousands may follow */
+        c->compat_gen = gen;
+    }
     for (size_t i = 0; i < c->names.nbuckets; i++)
         for (cn_map_node *node = c->names.buckets[i]; node; node = node->next) {
             cn_name_slot *slot = node->value;

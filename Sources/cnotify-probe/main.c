@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,11 +252,21 @@ static int cmd_fork(int argc, char **argv) {
     CNotify_center *c = CNotify_center_get_darwin_notify_center();
     uint32_t st = CNotify_center_add_observer(c, &target, print_cb, argv[0]);
     if (st != NOTIFY_STATUS_OK) return fail("add_observer", st);
+    int parent_token;
+    if ((st = notify_register_check(argv[0], &parent_token)) != NOTIFY_STATUS_OK) return fail("register", st);
     pid_t pid = fork();
     if (pid == 0) {
+        /* Every call that could touch the parent's connection or registrations is refused. */
         int token;
-        uint32_t a = notify_post(argv[0]), b = notify_register_check(argv[0], &token);
-        exit(a == NOTIFY_STATUS_OPT_DISABLE && b == NOTIFY_STATUS_OPT_DISABLE ? 0 : 1);
+        uint64_t state;
+        uint32_t r[] = {
+            notify_post(argv[0]), notify_register_check(argv[0], &token), notify_register_signal(argv[0], SIGUSR1, &token),
+            notify_suspend(parent_token), notify_resume(parent_token), notify_cancel(parent_token),
+            notify_set_state(parent_token, 1), notify_get_state(parent_token, &state), notify_post("self.child"),
+        };
+        for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+            if (r[i] != NOTIFY_STATUS_OPT_DISABLE) exit(10 + (int)i);
+        exit(0);
     }
     int status = 0;
     waitpid(pid, &status, 0);

@@ -108,5 +108,19 @@ extension IntegrationSuites {
             observations.withLock { $0.forEach { $0.cancel() } }
             blocker.cancel()
         }
-    }
+    
+        @Test("past the bus's 512-rule limit, one catch-all rule takes over: the 1,000th name is delivered, also after a restart")
+        func ruleLimitFallback() throws {
+            // TestBus's config keeps dbus-daemon's default of 512 match rules per connection.
+            let names = (0..<1000).map { "limit.name.\($0)" }
+            let observer = try ChildProcess("cnotify-probe", ["observe", "2"] + names, environment: bus.environment)
+            try observer.waitForLine("ready")
+            try notifyutilPost(["limit.name.999"], bus: bus)
+            try observer.waitForLine("limit.name.999")
+            try bus.restart()
+            try repeatUntil("the 1,000th name after the restart", action: { try notifyutilPost(["limit.name.998"], bus: bus) },
+                            done: { observer.lines.contains("limit.name.998") })
+            #expect(try observer.waitForExit() == 0, "\(observer.stderr)")
+        }
+}
 }
