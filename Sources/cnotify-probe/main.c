@@ -419,6 +419,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "self")) return cmd_self(argc, argv);
     if (!strcmp(cmd, "state")) return cmd_state(argc, argv);
     if (!strcmp(cmd, "guard")) return cmd_guard(argc, argv);
+    if (!strcmp(cmd, "reuse")) return cmd_reuse(argc, argv);
     fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
     return 64;
 }

@@ -13,5 +13,6 @@ int cmd_suspend(int argc, char **argv);
 int cmd_self(int argc, char **argv);
 int cmd_state(int argc, char **argv);
 int cmd_guard(int argc, char **argv);
+int cmd_reuse(int argc, char **argv);
 
 #endif

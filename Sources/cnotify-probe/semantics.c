@@ -3,6 +3,7 @@
  * `self.` names. Each prints "ready" when its registrations are in place, then one line per
  * observation, which the integration tests compare.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -259,5 +260,28 @@ int cmd_guard(int argc, char **argv) {
     line("ready");
     char buf[16];
     while (fgets(buf, sizeof buf, stdin)) {}
+    return 0;
+}
+
+/* reuse NAME: NOTIFY_REUSE accepts only a descriptor notify returned: a foreign pipe, stdin and a
+ * closed descriptor are INVALID_FILE; the real one is shared by a second token. */
+int cmd_reuse(int argc, char **argv) {
+    if (argc < 1) return fail("usage: reuse NAME", NOTIFY_STATUS_INVALID_REQUEST);
+    int fds[2], tok, tok2, fd;
+    if (pipe(fds) != 0) return fail("pipe", NOTIFY_STATUS_FAILED);
+    fd = fds[0];
+    line("foreign pipe: %u", notify_register_file_descriptor(argv[0], &fd, NOTIFY_REUSE, &tok));
+    fd = 0;
+    line("stdin: %u", notify_register_file_descriptor(argv[0], &fd, NOTIFY_REUSE, &tok));
+    fd = 9999;
+    line("closed: %u", notify_register_file_descriptor(argv[0], &fd, NOTIFY_REUSE, &tok));
+    uint32_t st = notify_register_file_descriptor(argv[0], &fd, 0, &tok);
+    if (st) return fail("register", st);
+    int shared = fd;
+    st = notify_register_file_descriptor("self.reuse.other", &fd, NOTIFY_REUSE, &tok2);
+    line("notify's own: %u, same descriptor: %d", st, fd == shared);
+    notify_post("self.reuse.other");
+    int got = 0;
+    if (read(shared, &got, sizeof got) == sizeof got) line("token written: %d", (int)ntohl((uint32_t)got) == tok2);
     return 0;
 }

@@ -60,6 +60,14 @@ extension IntegrationSuites {
             ])
         }
 
+        @Test("NOTIFY_REUSE takes only a descriptor notify returned: anything else is INVALID_FILE")
+        func reuseForeignDescriptor() throws {
+            let child = try probe(["reuse", "sem.reuse"])
+            #expect(try child.waitForExit() == 0, "\(child.stderr)")
+            #expect(child.lines == ["foreign pipe: 4", "stdin: 4", "closed: 4", "notify's own: 0, same descriptor: 1",
+                                    "token written: 1"])
+        }
+
         @Test("self. names work with no bus at all")
         func selfNamesWithoutBus() throws {
             let child = try probe(["self"], environment: ["DARWIN_NOTIFY_BUS": "unix:path=/nonexistent/darwin-notify-test"])
