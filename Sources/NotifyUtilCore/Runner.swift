@@ -15,6 +15,13 @@ public final class Runner: Sendable {
     /// Every event is handled here, one at a time, as Apple's "Watch Q".
     let queue = DispatchQueue(label: "notifyutil.watch")
     private let registrations = Mutex<[Registration]>([])
+    private let signalSources = SignalSources()
+
+    /// The signal sources of the run, by signal number.
+    final class SignalSources: @unchecked Sendable {
+        // @unchecked Sendable: read and written on the runner's serial watch queue only.
+        var sources: [Int32: DispatchSourceSignal] = [:]
+    }
     private let finished = DispatchSemaphore(value: 0)
 
     public init(
@@ -128,17 +135,25 @@ public final class Runner: Sendable {
             timer.resume()
             reg.source = timer
         case .signal(let number):
-            signal(number, SIG_IGN) // the source sees it; the default action must not run
             let token = try center.signalToken(name, signal: number)
             _ = try token.check()
             reg.token = token
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler { [self] in
-                if invocation.output != .quiet { out("SIGNAL \(number)\n") }
-                if !token.isCancelled, (try? token.check()) == true { fired(reg, center: center) }
+            // One source per signal, as Apple's: it prints SIGNAL once and checks every token of it.
+            if signalSources.sources[number] == nil {
+                // Ignored, so the default action never runs; set before the source exists, as
+                // libdispatch installs its own handler when the source resumes.
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+                source.setEventHandler { [self] in
+                    if invocation.output != .quiet { out("SIGNAL \(number)\n") }
+                    let listed = registrations.withLock { $0.filter { $0.delivery == .signal(number) } }
+                    for reg in listed where !(reg.token?.isCancelled ?? true) && (try? reg.token?.check()) == true {
+                        fired(reg, center: center)
+                    }
+                }
+                source.resume()
+                signalSources.sources[number] = source
             }
-            source.resume()
-            reg.source = source
         }
         if let token = reg.token { reg.id = Int64(token.rawValue) }
         registrations.withLock { $0.append(reg) }

@@ -26,6 +26,19 @@ extension IntegrationSuites {
             if type == "signal" { #expect(waiter.lines.first == "SIGNAL 1", "\(waiter.lines)") }
         }
 
+        @Test("two registrations on one signal: each is reported once, and the run ends after both")
+        func twoSignalRegistrations() throws {
+            let waiter = try ChildProcess("notifyutil", ["-signal", "10", "-1", "util.sig.a", "-1", "util.sig.b"],
+                                          environment: bus.environment)
+            try repeatUntil("util.sig.a to be reported", action: { try notifyutilPost(["util.sig.a"], bus: bus) },
+                            done: { waiter.lines.contains("util.sig.a") })
+            try repeatUntil("notifyutil to end after util.sig.b", action: { try notifyutilPost(["util.sig.b"], bus: bus) },
+                            done: { !waiter.isRunning })
+            #expect(try waiter.waitForExit() == 0, "\(waiter.stderr)")
+            #expect(waiter.lines.filter { $0.hasPrefix("util.sig.") } == ["util.sig.a", "util.sig.b"], "\(waiter.lines)")
+            #expect(waiter.lines.contains("SIGNAL 10"))
+        }
+
         @Test("-s key value then -g key prints 'key value', from another process; -g of an unset key is 0")
         func stateCommands() throws {
             try expectSuccess(run("notifyutil", ["-s", "util.state", "18446744073709551615"], environment: bus.environment))
