@@ -112,8 +112,18 @@ void CNotify_center_destroy(CNotify_center *c) {
     for (size_t i = 0; i < ncenters; i++)
         if (centers[i] == c) { centers[i] = centers[--ncenters]; break; }
     pthread_mutex_unlock(&centers_lock);
-    /* From one of its own callbacks (a binding releasing its last reference there), the I/O
-     * thread frees the center when it leaves its loop; otherwise it has ended here. */
+    /* From one of its own callbacks (a binding releasing its last reference there): on the I/O
+     * thread, that thread frees the center when it leaves its loop; on a thread delivering
+     * `self.` posts, that thread finishes the destroy once its delivery is over (local.c).
+     * Otherwise it has ended here. */
+    if (cn_in_dispatch(c) && !cn_on_io_thread(c)) {
+        c->destroy_pending = 1;
+        return;
+    }
+    if (cn_io_stop(c)) cn_center_free(c);
+}
+
+void cn_center_finish_destroy(CNotify_center *c) {
     if (cn_io_stop(c)) cn_center_free(c);
 }
 

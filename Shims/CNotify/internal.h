@@ -145,6 +145,7 @@ struct CNotify_center {
     pthread_mutex_t local_lock;     /* guards the queue of `self.` posts not yet delivered */
     struct cn_queued_post *local_head, *local_tail;
     cn_map self_states;             /* `self.` name -> state, under local_lock (state.c) */
+    int destroy_pending;            /* destroyed from a `self.` callback: finished after it */
 };
 
 int cn_on_io_thread(CNotify_center *c);
@@ -160,6 +161,8 @@ void cn_rules_release_waiters(CNotify_center *c, uint64_t gen);
  * center (cn_center_free) once it has left its loop. */
 int cn_io_stop(CNotify_center *c);
 void cn_center_free(CNotify_center *c);
+/* The rest of a destroy deferred from a `self.` callback (destroy_pending). */
+void cn_center_finish_destroy(CNotify_center *c);
 void cn_gate_enter(CNotify_center *c);                  /* shared: around a send from any thread */
 void cn_gate_leave(CNotify_center *c);
 DBusConnection *cn_connect(CNotify_center *c);          /* open + register + rule */

@@ -32,7 +32,9 @@ uint32_t cn_local_post(CNotify_center *c, const char *name) {
     if (cn_in_dispatch(c)) return NOTIFY_STATUS_OK; /* delivered when this callback returns */
     pthread_mutex_lock(&c->dispatch_lock);
     deliver_queued(c);
+    int destroyed = c->destroy_pending; /* a callback destroyed the center: finish it now */
     pthread_mutex_unlock(&c->dispatch_lock);
+    if (destroyed) { cn_center_finish_destroy(c); return NOTIFY_STATUS_OK; }
     cn_local_kick(c);
     return NOTIFY_STATUS_OK;
 }
@@ -66,7 +68,9 @@ void cn_local_kick(CNotify_center *c) {
     while (pending(c)) {
         if (pthread_mutex_trylock(&c->dispatch_lock) != 0) return;
         deliver_queued(c);
+        int destroyed = c->destroy_pending;
         pthread_mutex_unlock(&c->dispatch_lock);
+        if (destroyed) { cn_center_finish_destroy(c); return; }
     }
 }
 

@@ -306,11 +306,14 @@ uint32_t notify_cancel(int token) {
         return NOTIFY_STATUS_INVALID_TOKEN;
     }
     cn_pipe *pipe = t->pipe;
-    /* After this returns no on_post runs for t, so the pipe can go; t itself is freed by release. */
+    /* Held until we are done with t: the center's release may drop its last reference below. */
+    atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+    /* After this returns no on_post runs for t, so the pipe can go. */
     CNotify_center_remove_handler(t->center, t->handler_id);
     /* No block starts after this, and one running elsewhere is waited for (not one running here:
      * a handler may cancel its own token). */
     if (t->dispatch) cn_dispatch_target_cancel(t->dispatch);
+    unref_token(t);
     if (pipe) {
         pthread_mutex_lock(&tok_lock);
         int last = --pipe->refs == 0;

@@ -196,6 +196,11 @@ static void count_cf(CNotify_center *c, void *observer, const char *name, const 
     cf_calls++;
 }
 
+static void destroy_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
+    (void)observer; (void)name; (void)object; (void)info;
+    CNotify_center_destroy(c);
+}
+
 /* self: `self.` names with no reachable bus (the test points DARWIN_NOTIFY_BUS nowhere). */
 int cmd_self(int argc, char **argv) {
     (void)argc; (void)argv;
@@ -214,6 +219,12 @@ int cmd_self(int argc, char **argv) {
     for (int i = 0; i < 3; i++) CNotify_center_post(c, "self.cf");
     line("callbacks: %ld", cf_calls);
     line("post bus name: %u", notify_post("com.example.needs.bus"));
+    /* A center destroyed by its own `self.` callback, on this (posting) thread. */
+    uint32_t st2;
+    CNotify_center *own = CNotify_center_create(getenv("DARWIN_NOTIFY_BUS"), &st2);
+    if (!own) return fail("create", st2);
+    CNotify_center_add_observer(own, NULL, destroy_cb, "self.destroy");
+    line("post to a center its callback destroys: %u", CNotify_center_post(own, "self.destroy"));
     return 0;
 }
 

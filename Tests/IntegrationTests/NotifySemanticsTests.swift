@@ -75,6 +75,7 @@ extension IntegrationSuites {
             #expect(child.lines == [
                 "register self.local: 0", "first check: 1", "unchanged: 0", "post self.local: 0", "after post: 1",
                 "observe self.cf: 0", "callbacks: 3", "post bus name: 9",
+                "post to a center its callback destroys: 0",
             ])
         }
 
