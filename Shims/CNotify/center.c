@@ -139,6 +139,7 @@ void cn_center_free(CNotify_center *c) {
     cn_map_clear(&c->post_counts, NULL);
     cn_local_free(c);
     cn_map_clear(&c->self_states, NULL);
+    free(c->state_dir);
     cn_map_clear(&c->sender_uids, NULL);
     pthread_mutex_destroy(&c->dispatch_lock);
     pthread_mutex_destroy(&c->local_lock);

@@ -145,6 +145,8 @@ struct CNotify_center {
     pthread_mutex_t local_lock;     /* guards the queue of `self.` posts not yet delivered */
     struct cn_queued_post *local_head, *local_tail;
     cn_map self_states;             /* `self.` name -> state, under local_lock (state.c) */
+    char *state_dir;                /* resolved and checked once, under local_lock (state.c) */
+    _Atomic int local_queued;       /* `self.` posts in the queue: read without a lock per receipt */
     int destroy_pending;            /* destroyed from a `self.` callback: finished after it */
 };
 

@@ -28,6 +28,7 @@ uint32_t cn_local_post(CNotify_center *c, const char *name) {
     pthread_mutex_lock(&c->local_lock);
     if (c->local_tail) c->local_tail->next = p; else c->local_head = p;
     c->local_tail = p;
+    atomic_fetch_add_explicit(&c->local_queued, 1, memory_order_release);
     pthread_mutex_unlock(&c->local_lock);
     if (cn_in_dispatch(c)) return NOTIFY_STATUS_OK; /* delivered when this callback returns */
     pthread_mutex_lock(&c->dispatch_lock);
@@ -43,6 +44,7 @@ static cn_queued_post *pop(CNotify_center *c) {
     pthread_mutex_lock(&c->local_lock);
     cn_queued_post *p = c->local_head;
     if (p && !(c->local_head = p->next)) c->local_tail = NULL;
+    if (p) atomic_fetch_sub_explicit(&c->local_queued, 1, memory_order_relaxed);
     pthread_mutex_unlock(&c->local_lock);
     return p;
 }
@@ -55,11 +57,9 @@ static void deliver_queued(CNotify_center *c) {
     }
 }
 
+/* Runs after every dispatched bus post: an atomic load, not the queue's lock. */
 static int pending(CNotify_center *c) {
-    pthread_mutex_lock(&c->local_lock);
-    int any = c->local_head != NULL;
-    pthread_mutex_unlock(&c->local_lock);
-    return any;
+    return atomic_load_explicit(&c->local_queued, memory_order_acquire) > 0;
 }
 
 void cn_local_kick(CNotify_center *c) {

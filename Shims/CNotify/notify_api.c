@@ -87,6 +87,13 @@ static void erase(int token) {
     }
 }
 
+/* The live token numbered `token` (tok_lock held), or NULL with the error set. */
+static cn_token *find_locked(int token) {
+    cn_token *t = lookup(token);
+    if (!t) cn_set_error("token %d is not registered (never, or cancelled)", token);
+    return t;
+}
+
 static void unref_token(cn_token *t) {
     if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
     if (t->dispatch) cn_dispatch_target_free(t->dispatch);
@@ -280,10 +287,9 @@ uint32_t notify_check(int token, int *check) {
     if (!check) { cn_set_error("check is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
     pthread_mutex_lock(&tok_lock);
-    cn_token *t = lookup(token);
+    cn_token *t = find_locked(token);
     if (!t) {
         pthread_mutex_unlock(&tok_lock);
-        cn_set_error("token %d is not registered (never, or cancelled)", token);
         return NOTIFY_STATUS_INVALID_TOKEN;
     }
     uint64_t now = atomic_load_explicit(&t->posts, memory_order_acquire);
@@ -298,13 +304,10 @@ uint32_t notify_cancel(int token) {
     cn_clear_error();
     if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
     pthread_mutex_lock(&tok_lock);
-    cn_token *t = lookup(token);
+    cn_token *t = find_locked(token);
     if (t) erase(token);
     pthread_mutex_unlock(&tok_lock);
-    if (!t) {
-        cn_set_error("token %d is not registered (never, or cancelled)", token);
-        return NOTIFY_STATUS_INVALID_TOKEN;
-    }
+    if (!t) return NOTIFY_STATUS_INVALID_TOKEN;
     cn_pipe *pipe = t->pipe;
     /* Held until we are done with t: the center's release may drop its last reference below. */
     atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
@@ -330,12 +333,6 @@ bool notify_is_valid_token(int val) {
     return valid;
 }
 
-/* The live token numbered `token` (tok_lock held), or NULL with the error set. */
-static cn_token *find_locked(int token) {
-    cn_token *t = lookup(token);
-    if (!t) cn_set_error("token %d is not registered (never, or cancelled)", token);
-    return t;
-}
 
 uint32_t notify_suspend(int token) {
     cn_clear_error();

@@ -111,9 +111,27 @@ static uint32_t state_dir(CNotify_center *c, char *out, size_t len) {
 
 /* <dir>/<two 64-bit hashes of the name>: the name itself may exceed NAME_MAX. The file holds the
  * value (8 bytes, little-endian) and then the name, which a reader checks. */
+/* The center's state directory, resolved, created and checked on first use only: every get
+ * and set needs it, and the answer does not change while the center lives. */
+static uint32_t cached_state_dir(CNotify_center *c, char *out, size_t len) {
+    pthread_mutex_lock(&c->local_lock);
+    uint32_t st = NOTIFY_STATUS_OK;
+    if (!c->state_dir) {
+        char dir[PATH_MAX];
+        st = state_dir(c, dir, sizeof dir);
+        if (st == NOTIFY_STATUS_OK && !(c->state_dir = strdup(dir))) {
+            cn_set_error("out of memory");
+            st = NOTIFY_STATUS_FAILED;
+        }
+    }
+    if (st == NOTIFY_STATUS_OK) snprintf(out, len, "%s", c->state_dir);
+    pthread_mutex_unlock(&c->local_lock);
+    return st;
+}
+
 static uint32_t state_path(CNotify_center *c, const char *name, char *out, size_t len) {
     char dir[PATH_MAX];
-    uint32_t st = state_dir(c, dir, sizeof dir);
+    uint32_t st = cached_state_dir(c, dir, sizeof dir);
     if (st != NOTIFY_STATUS_OK) return st;
     uint64_t a = fnv1a64(name, 14695981039346656037ull), b = fnv1a64(name, 0x84222325cbf29ce4ull ^ 0x5bd1e995);
     snprintf(out, len, "%s/%016llx%016llx", dir, (unsigned long long)a, (unsigned long long)b);

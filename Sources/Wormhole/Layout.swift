@@ -5,6 +5,7 @@ import Musl
 #endif
 import Foundation
 import SystemPackage
+import Synchronization
 
 /// Where a wormhole keeps its files inside the group container (docs/PROTOCOL.md):
 ///
@@ -36,14 +37,14 @@ struct Layout: Sendable {
         }
     }
 
-    private static let quarantineCounter = Counter()
+    private static let quarantineCounter = Atomic<UInt64>(0)
 
     /// Moves a damaged file out of the way, so that nobody reads it again and nothing is lost:
     /// `quarantine/<identifier>/<seconds>-<pid>-<n>[-<name>]`. Returns the new path.
     func quarantine(_ path: FilePath, identifier: String) throws(WormholeError) -> FilePath {
         let folder = quarantine.appending(identifier)
         try PosixFiles.makeDirectory(folder, permissions: directoryPermissions)
-        var name = "\(Int(Date().timeIntervalSince1970))-\(getpid())-\(Layout.quarantineCounter.next())"
+        var name = "\(Int(Date().timeIntervalSince1970))-\(getpid())-\(Layout.quarantineCounter.wrappingAdd(1, ordering: .relaxed).newValue)"
         if let last = path.lastComponent?.string, last != identifier { name += "-" + last }
         let destination = folder.appending(name)
         if rename(path.string, destination.string) != 0 {

@@ -44,7 +44,10 @@ struct MessageQueue: Sendable {
         try PosixFiles.makeDirectory(cursors, permissions: layout.directoryPermissions)
     }
 
+    /// Locks the queue's state file. The directories are made only when the open fails (a new
+    /// queue): every pass and every caught-up read takes this lock.
     func lock(exclusive: Bool) throws(WormholeError) -> FileLock {
+        if let lock = try? FileLock(statePath, exclusive: exclusive, permissions: layout.filePermissions) { return lock }
         try prepare()
         return try FileLock(statePath, exclusive: exclusive, permissions: layout.filePermissions)
     }

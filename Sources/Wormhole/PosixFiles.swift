@@ -32,13 +32,13 @@ enum PosixFiles {
         }
     }
 
-    private static let tempCounter = Counter()
+    private static let tempCounter = Atomic<UInt64>(0)
 
     /// A name for a temporary file that no identifier can take (identifiers never start with '.').
     /// Unique per process; a leftover of a dead process with the same pid makes the exclusive
     /// create fail, and the next number is tried.
     static func temporaryName() -> String {
-        ".tmp-\(getpid())-\(tempCounter.next())"
+        ".tmp-\(getpid())-\(tempCounter.wrappingAdd(1, ordering: .relaxed).newValue)"
     }
 
     /// Writes `bytes` to a new temporary file in `directory`, syncs it, and returns its path.
@@ -165,12 +165,6 @@ enum PosixFiles {
     static func remove(_ path: FilePath) throws(WormholeError) {
         if unlink(path.string) != 0 && errno != ENOENT { throw .io("unlink \(path)", Errno(rawValue: errno)) }
     }
-}
-
-/// A process-wide counter for unique temporary names.
-final class Counter: Sendable {
-    private let value = Mutex<UInt64>(0)
-    func next() -> UInt64 { value.withLock { $0 += 1; return $0 } }
 }
 
 /// An advisory lock on a file, across processes (`flock(2)`). Each lock opens its own file

@@ -65,16 +65,18 @@ public final class Wormhole: Sendable {
     /// Passes `message` as JSON (MMWormhole `passMessageObject:identifier:`).
     /// - Throws: `.encodingFailed`, `.payloadTooLarge`, `.diskFull`, `.queueFull`, `.notification`.
     public func pass<T: Encodable>(_ message: T, identifier: String) throws(WormholeError) {
+        try Names.validateIdentifier(identifier)
         let payload: Data
         do { payload = try JSONEncoder().encode(message) } catch {
             throw WormholeError(.encodingFailed, "cannot encode \(T.self) as JSON: \(error)")
         }
-        try pass(payload: payload, kind: .json, identifier: identifier)
+        try store(payload, kind: .json, identifier: identifier)
     }
 
     /// Passes raw bytes.
     public func pass(data: Data, identifier: String) throws(WormholeError) {
-        try pass(payload: data, kind: .data, identifier: identifier)
+        try Names.validateIdentifier(identifier)
+        try store(data, kind: .data, identifier: identifier)
     }
 
     /// Passes JSON text, after checking that it parses (what `wormhole pass` does). Whitespace
@@ -87,11 +89,11 @@ public final class Wormhole: Sendable {
         let end = text.lastIndex { !isSpace($0) }.map { $0 + 1 } ?? start
         let text = Data(text[start..<max(start, end)])
         try JSONText.validate(text)
-        try pass(payload: text, kind: .json, identifier: identifier)
+        try store(text, kind: .json, identifier: identifier)
     }
 
-    private func pass(payload: Data, kind: WormholeMessage.Kind, identifier: String) throws(WormholeError) {
-        try Names.validateIdentifier(identifier)
+    /// Writes and announces a payload whose identifier the caller has validated.
+    private func store(_ payload: Data, kind: WormholeMessage.Kind, identifier: String) throws(WormholeError) {
         guard payload.count <= configuration.maxPayloadBytes else {
             throw WormholeError(.payloadTooLarge,
                 "payload for '\(identifier)' is \(payload.count) bytes, over the limit of \(configuration.maxPayloadBytes); nothing was written")

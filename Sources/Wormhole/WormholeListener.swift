@@ -155,20 +155,16 @@ final class MessagePump: Sendable {
     func next() async -> Result<WormholeMessage, WormholeError>? {
         while true {
             if wake.withLock({ $0.cancelled }) { return nil }
-            let mustWait = reader.withLock { r -> Bool in
-                defer { r.waitFirst = false }
-                return r.waitFirst
+            let result = reader.withLock { r -> Result<WormholeMessage, WormholeError>? in
+                if r.mustCommit { r.source.commit(); r.mustCommit = false }
+                // After a transient error, or a latest-message read, wait for the next announcement.
+                guard !r.waitFirst else { r.waitFirst = false; return nil }
+                guard let result = r.source.next() else { return nil }
+                r.mustCommit = true
+                r.waitFirst = isTransient(result) || !r.source.readsUntilEmpty
+                return result
             }
-            if !mustWait {
-                let result = reader.withLock { r -> Result<WormholeMessage, WormholeError>? in
-                    if r.mustCommit { r.source.commit(); r.mustCommit = false }
-                    guard let result = r.source.next() else { return nil }
-                    r.mustCommit = true
-                    r.waitFirst = isTransient(result) || !r.source.readsUntilEmpty
-                    return result
-                }
-                if let result { return result }
-            }
+            if let result { return result }
             await waitForAnnouncement()
         }
     }

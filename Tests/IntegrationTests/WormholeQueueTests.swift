@@ -107,22 +107,28 @@ extension IntegrationSuites {
             #expect(try small.identifiers() == ["q"])
         }
 
+        /// Registers the listener `name`, stops it before anything is passed, passes `numbers` to
+        /// "q", then listens under that name again until `count` results arrived.
+        private func lagBehind(_ queue: Wormhole, name: String, passing numbers: ClosedRange<Int>,
+                               collect count: Int) throws -> [Result<Int, WormholeError>] {
+            try queue.listen(for: "q", name: name) { _ in }.cancelAndWait()
+            for n in numbers { try queue.pass(n, identifier: "q") }
+            let results = Mutex<[Result<Int, WormholeError>]>([])
+            let done = DispatchSemaphore(value: 0)
+            let listener = try queue.listen(for: "q", as: Int.self, name: name) { result in
+                if results.withLock({ $0.append(result); return $0.count }) == count { done.signal() }
+            }
+            #expect(done.wait(timeout: .now() + 20) == .success)
+            listener.cancelAndWait()
+            return results.withLock { $0 }
+        }
+
         @Test("dropOldest makes room and tells a lagging named listener how many it lost")
         func overflowDropsAndReports() throws {
             var configuration = WormholeConfiguration()
             configuration.queue = QueueRetention(maxMessages: 3, overflow: .dropOldest)
             let queue = try fixture.wormhole(transiting: .queue, configuration: configuration)
-            // The name "slow" registers, then stops listening before anything is passed.
-            try queue.listen(for: "q", name: "slow") { _ in }.cancelAndWait()
-            for n in 1...5 { try queue.pass(n, identifier: "q") }
-            let results = Mutex<[Result<Int, WormholeError>]>([])
-            let done = DispatchSemaphore(value: 0)
-            let listener = try queue.listen(for: "q", as: Int.self, name: "slow") { result in
-                if results.withLock({ $0.append(result); return $0.count }) == 4 { done.signal() }
-            }
-            #expect(done.wait(timeout: .now() + 20) == .success)
-            listener.cancelAndWait()
-            let got = results.withLock { $0 }
+            let got = try lagBehind(queue, name: "slow", passing: 1...5, collect: 4)
             guard got.count == 4, case .failure(let lost) = got[0] else {
                 Issue.record("expected a loss report then 3 messages, got \(got)")
                 return
@@ -137,16 +143,7 @@ extension IntegrationSuites {
             var configuration = WormholeConfiguration()
             configuration.queue = QueueRetention(maxAge: 0)  // anything already written is too old
             let queue = try fixture.wormhole(transiting: .queue, configuration: configuration)
-            try queue.listen(for: "q", name: "late") { _ in }.cancelAndWait()
-            for n in 1...3 { try queue.pass(n, identifier: "q") }
-            let results = Mutex<[Result<Int, WormholeError>]>([])
-            let done = DispatchSemaphore(value: 0)
-            let listener = try queue.listen(for: "q", as: Int.self, name: "late") { result in
-                if results.withLock({ $0.append(result); return $0.count }) == 2 { done.signal() }
-            }
-            #expect(done.wait(timeout: .now() + 20) == .success)
-            listener.cancelAndWait()
-            let got = results.withLock { $0 }
+            let got = try lagBehind(queue, name: "late", passing: 1...3, collect: 2)
             guard case .failure(let lost)? = got.first else { Issue.record("no loss report: \(got)"); return }
             #expect(lost.code == .messagesLost && lost.message.contains("2 lost"))
             #expect((try? got.last?.get()) == 3)

@@ -71,17 +71,12 @@ final class ChildProcess: Sendable {
     /// Waits until stdout holds a line satisfying `predicate`; fails loudly after `timeout`.
     @discardableResult
     func waitForLine(timeout: TimeInterval = 20, _ predicate: (String) -> Bool) throws -> String {
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            if let line = lines.first(where: predicate) { return line }
-            if output.withLock({ $0.eofs == 2 }) {
-                throw TestFailure("\(command) closed its output without the expected line; stdout: \(stdout) stderr: \(stderr)")
-            }
-            if Date() > deadline {
-                throw TestFailure("timed out after \(timeout) s waiting for a line from \(command); stdout: \(stdout) stderr: \(stderr)")
-            }
-            _ = arrived.wait(timeout: .now() + 0.5)
+        var found: String?
+        try waitUntil(timeout: timeout, "the expected line") {
+            found = lines.first(where: predicate)
+            return found != nil
         }
+        return found!
     }
 
     /// Waits until stderr contains `text` (readiness lines of tools whose stdout is data).

@@ -43,8 +43,7 @@ final class SystemLikeBus: Sendable {
         """.write(toFile: config, atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: directory + "/state", withIntermediateDirectories: false)
         chmod(directory + "/state", 0o1777)
-        daemon = try ChildProcess("/usr/bin/dbus-daemon", ["--config-file=\(config)", "--nofork", "--print-address=1", "--nosyslog"])
-        try daemon.waitForLine(timeout: 20) { $0.hasPrefix("unix:") }
+        daemon = try TestBus.startDaemon(config: config)
     }
 
     deinit {

@@ -35,10 +35,17 @@ final class TestBus: Sendable {
     /// Starts dbus-daemon and waits for it to print its address: the readiness handshake.
     func start() throws {
         try? FileManager.default.removeItem(atPath: directory + "/bus")
+        let child = try TestBus.startDaemon(config: config)
+        daemon.withLock { $0 = child }
+    }
+
+    /// Starts dbus-daemon with `config`, waits for it to print its address (the readiness
+    /// handshake), and makes sure it dies with the test process.
+    static func startDaemon(config: String) throws -> ChildProcess {
         let child = try ChildProcess("/usr/bin/dbus-daemon", ["--config-file=\(config)", "--nofork", "--print-address=1", "--nosyslog"])
         try child.waitForLine(timeout: 20) { $0.hasPrefix("unix:") }
-        daemon.withLock { $0 = child }
-        _ = TestBus.live.withLock { $0.insert(child.pidValue) }
+        _ = live.withLock { $0.insert(child.pidValue) }
+        return child
     }
 
     /// Kills the daemon (SIGKILL: as abrupt as a crash) and waits until it is gone.
