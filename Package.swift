@@ -30,9 +30,8 @@ let package = Package(
             path: "Shims/CNotify",
             publicHeadersPath: "include",
             cSettings: [.define("_GNU_SOURCE")],
-            // libdispatch and the blocks runtime: notify_register_dispatch (dispatch_api.c).
-            linkerSettings: [.linkedLibrary("dbus-1"), .linkedLibrary("pthread"),
-                             .linkedLibrary("dispatch"), .linkedLibrary("BlocksRuntime")]
+            // Not libdispatch: notify_register_dispatch finds it at run time (dispatch_api.c).
+            linkerSettings: [.linkedLibrary("dbus-1"), .linkedLibrary("pthread")]
         ),
         .target(name: "DarwinNotify", dependencies: ["CNotify"]),
         .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CNotify"]),
@@ -44,7 +43,12 @@ let package = Package(
         ),
         // C programs used by the integration tests and the benchmark: a CNotify client, and the
         // raw-libdbus floor that the benchmark compares against (no wrapper at all).
-        .executableTarget(name: "cnotify-probe", dependencies: ["CNotify"]),
+        .executableTarget(
+            name: "cnotify-probe",
+            dependencies: ["CNotify"],
+            // Its `dispatch` role calls notify_register_dispatch, so it links what such a C user links.
+            linkerSettings: [.linkedLibrary("dispatch"), .linkedLibrary("BlocksRuntime")]
+        ),
         .executableTarget(name: "dbus-floor", dependencies: ["CDBus"]),
         .executableTarget(name: "wormhole-probe", dependencies: ["Wormhole"]),
         .executableTarget(

@@ -460,12 +460,12 @@ uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
     dbus_uint64_t seq = count ? (uintptr_t)*count + 1 : 0;
     if (count) *count = (void *)(uintptr_t)seq;
     int ok = dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID);
-    /* Sent from the caller's thread: libdbus writes at once if the socket takes it, and hands the
-     * rest to the I/O thread through the wakeup function. No thread hop on the hot path. */
+    /* Sent from the caller's thread: libdbus writes at once if the socket takes it, and the I/O
+     * thread is woken for the rest (io_loop.c, quiet sends). No thread hop on the hot path. */
     if (ok) {
-        cn_gate_enter(c);
+        cn_send_enter(c);
         ok = dbus_connection_send(c->conn, m, NULL);
-        cn_gate_leave(c);
+        cn_send_leave(c, c->conn);
     }
     pthread_mutex_unlock(&c->lock);
     dbus_message_unref(m);

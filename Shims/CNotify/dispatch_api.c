@@ -1,9 +1,14 @@
 /*
  * notify_register_dispatch: a block run on a dispatch queue for each post. Built only when the
- * compiler has blocks (__BLOCKS__: clang -fblocks, as SwiftPM compiles C); libdispatch and the
- * blocks runtime are the ones that ship with the Swift toolchain. With gcc the file compiles to
- * the stubs at the end, and notify.h does not declare notify_register_dispatch.
+ * compiler has blocks (__BLOCKS__: clang -fblocks, as SwiftPM compiles C); with gcc the file
+ * compiles to the stubs at the end, and notify.h does not declare notify_register_dispatch.
+ *
+ * libdispatch and the blocks runtime are found at registration time (dlsym), not linked: a caller
+ * that hands us a queue and a block has both loaded already, and every other user of the library
+ * (notifyutil -p above all) starts without them. They pull in libstdc++ and cost a command-line
+ * post about half a millisecond of loading, a third of its whole run (BENCHMARKS.md, cli).
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include "internal.h"
@@ -11,13 +16,26 @@
 
 #ifdef __BLOCKS__
 
-/* The toolchain's headers are not on a C target's include path; these are the few functions
- * used, with the ABI of libdispatch's and the blocks runtime's own declarations. */
-extern void dispatch_async_f(dispatch_queue_t queue, void *context, void (*work)(void *));
-extern void dispatch_retain(void *object);
-extern void dispatch_release(void *object);
-extern void *_Block_copy(const void *block);
-extern void _Block_release(const void *block);
+/* The few functions used, with the ABI of libdispatch's and the blocks runtime's declarations. */
+static struct {
+    void (*async_f)(dispatch_queue_t queue, void *context, void (*work)(void *));
+    void (*retain)(void *object);
+    void (*release)(void *object);
+    void *(*block_copy)(const void *block);
+    void (*block_release)(const void *block);
+} dispatch_fns;
+static pthread_once_t dispatch_fns_once = PTHREAD_ONCE_INIT;
+static int dispatch_fns_found;
+
+static void find_dispatch_fns(void) {
+    *(void **)&dispatch_fns.async_f = dlsym(RTLD_DEFAULT, "dispatch_async_f");
+    *(void **)&dispatch_fns.retain = dlsym(RTLD_DEFAULT, "dispatch_retain");
+    *(void **)&dispatch_fns.release = dlsym(RTLD_DEFAULT, "dispatch_release");
+    *(void **)&dispatch_fns.block_copy = dlsym(RTLD_DEFAULT, "_Block_copy");
+    *(void **)&dispatch_fns.block_release = dlsym(RTLD_DEFAULT, "_Block_release");
+    dispatch_fns_found = dispatch_fns.async_f && dispatch_fns.retain && dispatch_fns.release &&
+                         dispatch_fns.block_copy && dispatch_fns.block_release;
+}
 
 struct cn_dispatch_target {
     dispatch_queue_t queue;    /* retained */
@@ -62,7 +80,7 @@ void cn_dispatch_target_fire(cn_dispatch_target *d, int token, void (*done)(void
     cn_dispatch_job *job = malloc(sizeof *job);
     if (!job) { done(ctx); return; }
     *job = (cn_dispatch_job){ d, token, done, ctx };
-    dispatch_async_f(d->queue, job, run_job);
+    dispatch_fns.async_f(d->queue, job, run_job);
 }
 
 void cn_dispatch_target_cancel(cn_dispatch_target *d) {
@@ -73,8 +91,8 @@ void cn_dispatch_target_cancel(cn_dispatch_target *d) {
 }
 
 void cn_dispatch_target_free(cn_dispatch_target *d) {
-    dispatch_release(d->queue);
-    _Block_release(d->handler);
+    dispatch_fns.release(d->queue);
+    dispatch_fns.block_release(d->handler);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->idle);
     free(d);
@@ -88,11 +106,16 @@ uint32_t notify_register_dispatch(const char *name, int *out_token, dispatch_que
     }
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
+    pthread_once(&dispatch_fns_once, find_dispatch_fns);
+    if (!dispatch_fns_found) {
+        cn_set_error("libdispatch or the blocks runtime is not loaded in this process (link -ldispatch -lBlocksRuntime)");
+        return NOTIFY_STATUS_FAILED;
+    }
     cn_dispatch_target *d = calloc(1, sizeof *d);
     if (!d) { cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
-    dispatch_retain(queue);
+    dispatch_fns.retain(queue);
     d->queue = queue;
-    d->handler = _Block_copy(handler);
+    d->handler = dispatch_fns.block_copy(handler);
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->idle, NULL);
     st = cn_register_dispatch_target(name, d, out_token);

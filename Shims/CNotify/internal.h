@@ -99,6 +99,7 @@ struct CNotify_center {
     pthread_t io_thread;
     int wake_fd;                    /* eventfd: other threads wake the I/O thread */
     _Atomic int wake_pending;       /* a wake is written and not yet drained: skip the syscall */
+    _Atomic int backlog;            /* a poster left messages queued: the I/O thread writes them after a grace (io_loop.c) */
 
     /* State shared with the I/O thread. */
     pthread_mutex_t lock;
@@ -167,6 +168,9 @@ void cn_center_free(CNotify_center *c);
 void cn_center_finish_destroy(CNotify_center *c);
 void cn_gate_enter(CNotify_center *c);                  /* shared: around a send from any thread */
 void cn_gate_leave(CNotify_center *c);
+/* Around a post's send: the gate, and the I/O thread woken once at the end only if it has work. */
+void cn_send_enter(CNotify_center *c);
+void cn_send_leave(CNotify_center *c, DBusConnection *conn);
 DBusConnection *cn_connect(CNotify_center *c);          /* open + register + rule */
 void cn_dispatch_post(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq);
 /* The same, with dispatch_lock already held by the caller. */
