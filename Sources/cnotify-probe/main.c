@@ -359,6 +359,25 @@ static int cmd_bench_flood(int argc, char **argv) {
     return st == NOTIFY_STATUS_OK ? 0 : fail("post end", st);
 }
 
+/* flood-hold NAME N: posts NAME N times and then NAME.end, with no flush, prints "posted" and
+ * stays alive until stdin closes. Whatever the socket did not take must reach the bus without a
+ * later post or a flush to push it (the I/O thread writes a poster's backlog, io_loop.c). */
+static int cmd_flood_hold(int argc, char **argv) {
+    if (argc < 2) return fail("usage: flood-hold NAME N", NOTIFY_STATUS_INVALID_REQUEST);
+    char end[600];
+    snprintf(end, sizeof end, "%s.end", argv[0]);
+    for (long i = 0, n = atol(argv[1]); i < n; i++) {
+        uint32_t st = notify_post(argv[0]);
+        if (st != NOTIFY_STATUS_OK) return fail("notify_post", st);
+    }
+    uint32_t st = notify_post(end);
+    if (st != NOTIFY_STATUS_OK) return fail("notify_post", st);
+    say("%s\n", "posted");
+    char buf[16];
+    while (fgets(buf, sizeof buf, stdin)) {}
+    return 0;
+}
+
 /* bench-stamp NAME: prints the CLOCK_MONOTONIC time (ns) of each delivery of NAME, until stdin
  * closes (an observer of the fan-out benchmark). */
 static void stamp_cb(CNotify_center *c, void *observer, const char *name, const void *o, const void *u) {
@@ -411,6 +430,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench-check")) return cmd_bench_check(argc, argv);
     if (!strcmp(cmd, "bench-sink")) return cmd_bench_sink(argc, argv);
     if (!strcmp(cmd, "bench-flood")) return cmd_bench_flood(argc, argv);
+    if (!strcmp(cmd, "flood-hold")) return cmd_flood_hold(argc, argv);
     if (!strcmp(cmd, "bench-stamp")) return cmd_bench_stamp(argc, argv);
     if (!strcmp(cmd, "bench-fanout-post")) return cmd_bench_fanout_post(argc, argv);
     if (!strcmp(cmd, "signal")) return cmd_signal(argc, argv);

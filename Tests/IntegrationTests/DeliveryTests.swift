@@ -19,6 +19,22 @@ extension IntegrationSuites {
             }
         }
 
+        @Test("a burst the socket could not take at once arrives in full with no later post and no flush")
+        func burstBacklogIsWrittenByTheIOThread() throws {
+            let sink = try ChildProcess("cnotify-probe", ["bench-sink", "backlog.x"], environment: bus.environment)
+            try sink.waitForLine("ready")
+            // 20,000 posts overrun the socket's buffer; the poster then stays alive without posting
+            // again or flushing, so only its I/O thread can write what libdbus left queued.
+            let poster = try ChildProcess("cnotify-probe", ["flood-hold", "backlog.x", "20000"],
+                                          environment: bus.environment, stdin: true)
+            defer { poster.closeStdin() }
+            try poster.waitForLine("posted", timeout: 60)
+            #expect(try sink.waitForExit(timeout: 60) == 0)
+            #expect(sink.lines.last?.hasPrefix("received=20000 gaps=0 ") == true, "\(sink.lines)")
+            poster.closeStdin()
+            #expect(try poster.waitForExit() == 0)
+        }
+
         @Test("posts arrive in the order each poster posted them")
         func perPosterOrder() throws {
             let a = (0..<50).map { "order.a.\($0)" }, b = (0..<50).map { "order.b.\($0)" }
