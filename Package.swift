@@ -35,7 +35,17 @@ let package = Package(
         ),
         .target(name: "DarwinNotify", dependencies: ["CNotify"]),
         .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CNotify"]),
-        .executableTarget(name: "notifyutil", dependencies: ["NotifyUtilCore"]),
+        // notifyutil is linked statically: a command-line post is mostly process start-up, and
+        // loading the Swift runtime's shared libraries (libswiftCore pulls in libstdc++) took 2 ms,
+        // twice dbus-send's whole run (BENCHMARKS.md, cli). Static, it takes about 0.7 ms.
+        // glibc warns that its user and host lookups in a static binary need the same glibc at
+        // run time: the binary is built where it runs.
+        .target(name: "CSystemdClientStubs", path: "Shims/CSystemdClientStubs"),
+        .executableTarget(
+            name: "notifyutil",
+            dependencies: ["NotifyUtilCore", "CSystemdClientStubs"],
+            linkerSettings: [.unsafeFlags(["-static-executable"])]
+        ),
         .target(name: "Wormhole", dependencies: ["DarwinNotify", .product(name: "SystemPackage", package: "swift-system")]),
         .executableTarget(
             name: "wormhole",
@@ -61,7 +71,9 @@ let package = Package(
         .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["DarwinNotify", "CNotify", "Wormhole", "notifyutil", "cnotify-probe", "wormhole", "wormhole-probe"]
+            // Not notifyutil: its static-link flag would reach this bundle's link. The tests run the
+            // binary that `swift build` (README) makes.
+            dependencies: ["DarwinNotify", "CNotify", "Wormhole", "cnotify-probe", "wormhole", "wormhole-probe"]
         ),
     ]
 )
