@@ -345,32 +345,31 @@ static int cmd_bench_sink(int argc, char **argv) {
     return 0;
 }
 
-/* bench-flood NAME N: posts NAME N times as fast as it can, then NAME.end. */
-static int cmd_bench_flood(int argc, char **argv) {
-    if (argc < 2) return fail("usage: bench-flood NAME N", NOTIFY_STATUS_INVALID_REQUEST);
+/* Posts NAME N times as fast as it can, then NAME.end (the sink's marker). */
+static uint32_t post_burst(const char *name, long n) {
     char end[600];
-    snprintf(end, sizeof end, "%s.end", argv[0]);
-    for (long i = 0, n = atol(argv[1]); i < n; i++) {
-        uint32_t st = notify_post(argv[0]);
-        if (st != NOTIFY_STATUS_OK) return fail("notify_post", st);
+    snprintf(end, sizeof end, "%s.end", name);
+    for (long i = 0; i < n; i++) {
+        uint32_t st = notify_post(name);
+        if (st != NOTIFY_STATUS_OK) return st;
     }
-    uint32_t st = notify_post(end);
-    if (st == NOTIFY_STATUS_OK) st = CNotify_center_flush(CNotify_center_get_darwin_notify_center(), 30000);
-    return st == NOTIFY_STATUS_OK ? 0 : fail("post end", st);
+    return notify_post(end);
 }
 
-/* flood-hold NAME N: posts NAME N times and then NAME.end, with no flush, prints "posted" and
- * stays alive until stdin closes. Whatever the socket did not take must reach the bus without a
- * later post or a flush to push it (the I/O thread writes a poster's backlog, io_loop.c). */
+/* bench-flood NAME N: a burst, then a flush. */
+static int cmd_bench_flood(int argc, char **argv) {
+    if (argc < 2) return fail("usage: bench-flood NAME N", NOTIFY_STATUS_INVALID_REQUEST);
+    uint32_t st = post_burst(argv[0], atol(argv[1]));
+    if (st == NOTIFY_STATUS_OK) st = CNotify_center_flush(CNotify_center_get_darwin_notify_center(), 30000);
+    return st == NOTIFY_STATUS_OK ? 0 : fail("flood", st);
+}
+
+/* flood-hold NAME N: a burst with no flush; prints "posted" and stays alive until stdin closes.
+ * Whatever the socket did not take must reach the bus without a later post or a flush to push
+ * it (the I/O thread writes a poster's backlog, io_loop.c). */
 static int cmd_flood_hold(int argc, char **argv) {
     if (argc < 2) return fail("usage: flood-hold NAME N", NOTIFY_STATUS_INVALID_REQUEST);
-    char end[600];
-    snprintf(end, sizeof end, "%s.end", argv[0]);
-    for (long i = 0, n = atol(argv[1]); i < n; i++) {
-        uint32_t st = notify_post(argv[0]);
-        if (st != NOTIFY_STATUS_OK) return fail("notify_post", st);
-    }
-    uint32_t st = notify_post(end);
+    uint32_t st = post_burst(argv[0], atol(argv[1]));
     if (st != NOTIFY_STATUS_OK) return fail("notify_post", st);
     say("%s\n", "posted");
     char buf[16];
