@@ -460,8 +460,9 @@ uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
     dbus_uint64_t seq = count ? (uintptr_t)*count + 1 : 0;
     if (count) *count = (void *)(uintptr_t)seq;
     int ok = dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID);
-    /* Sent from the caller's thread: libdbus writes at once if the socket takes it, and the I/O
-     * thread is woken for the rest (io_loop.c, quiet sends). No thread hop on the hot path. */
+    /* Sent from the caller's thread: libdbus writes at once if the socket takes it; what it could
+     * not write goes out with the next post, or from the I/O thread after a grace (io_loop.c,
+     * quiet sends). No thread hop on the hot path. */
     if (ok) {
         cn_send_enter(c);
         ok = dbus_connection_send(c->conn, m, NULL);

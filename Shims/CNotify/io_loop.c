@@ -1,9 +1,9 @@
 /*
- * The I/O thread of a center. It alone touches the center's DBusConnection after start-up:
- * it polls the connection's DBusWatch/DBusTimeout objects (never the raw fd), writes posts other
- * threads queued (they wake it through an eventfd), dispatches incoming signals to observers, and
- * reconnects with backoff when the bus goes away. Only one thread doing I/O means no libdbus
- * io-path contention and no watch freed under another thread's feet.
+ * The I/O thread of a center. It polls the connection's DBusWatch/DBusTimeout objects (never the
+ * raw fd), reads and dispatches incoming signals to observers, writes what posters left queued
+ * (after a grace, see "quiet sends"), and reconnects with backoff when the bus goes away. Other
+ * threads only send: directly, under the I/O gate, so no watch is freed under the poll loop's feet
+ * (docs/DESIGN.md, "Threads"), and they wake this thread through an eventfd when it has work.
  */
 #include <errno.h>
 #include <stdio.h>
