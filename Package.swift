@@ -1,6 +1,11 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+// notifyutil is linked statically (below), which sanitizer builds cannot do: `swift build
+// --sanitize=address|thread|undefined` needs DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL=1 (.ci/sanitize does
+// this), which links it like every other executable.
+let staticNotifyutil = Context.environment["DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL"] == nil
+
 let package = Package(
     name: "DarwinNotify",
     products: [
@@ -44,7 +49,7 @@ let package = Package(
         .executableTarget(
             name: "notifyutil",
             dependencies: ["NotifyUtilCore", "CSystemdClientStubs"],
-            linkerSettings: [.unsafeFlags(["-static-executable"])]
+            linkerSettings: staticNotifyutil ? [.unsafeFlags(["-static-executable"])] : []
         ),
         .target(name: "Wormhole", dependencies: ["DarwinNotify", .product(name: "SystemPackage", package: "swift-system")]),
         .executableTarget(

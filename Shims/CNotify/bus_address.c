@@ -64,8 +64,44 @@ uint32_t cn_resolve_bus(const char *spec, cn_bus_kind *kind, char **out_address)
     }
     uint32_t st = validate_address(address, origin);
     if (st != NOTIFY_STATUS_OK) return st;
-    *out_address = strdup(address);
+    *out_address = cn_address_without_guid(address);
     return *out_address ? NOTIFY_STATUS_OK : NOTIFY_STATUS_FAILED;
+}
+
+/* `address` with every guid=... key removed. A guid pins one daemon instance: libdbus refuses a
+ * server with another, and a restarted dbus-daemon has a new one, so an address copied from
+ * `dbus-daemon --print-address` or dbus-launch would never reconnect after a restart. We trust the
+ * socket's path (and the daemon's credentials), not the instance. Malloc'd; NULL when out of memory. */
+char *cn_address_without_guid(const char *address) {
+    /* In an address ';' separates entries "method:key=value,..."; inside values ',' ';' and ':'
+     * are always %-escaped (D-Bus specification, "Server Addresses"), so the text can be cut. */
+    char *out = malloc(strlen(address) + 1);
+    if (!out) return NULL;
+    size_t o = 0;
+    for (const char *p = address; *p;) {
+        size_t entry = strcspn(p, ";");
+        const char *end = p + entry, *colon = memchr(p, ':', entry);
+        const char *kv = colon ? colon + 1 : end;
+        memcpy(out + o, p, (size_t)(kv - p)); /* "method:" */
+        o += (size_t)(kv - p);
+        int first = 1;
+        while (kv < end) {
+            size_t n = strcspn(kv, ",;");
+            if (n > end - kv) n = (size_t)(end - kv);
+            if (!(n >= 5 && strncmp(kv, "guid=", 5) == 0)) {
+                if (!first) out[o++] = ',';
+                memcpy(out + o, kv, n);
+                o += n;
+                first = 0;
+            }
+            kv += n;
+            if (kv < end && *kv == ',') kv++;
+        }
+        p = end;
+        if (*p == ';') out[o++] = *p++;
+    }
+    out[o] = '\0';
+    return out;
 }
 
 /* ---- the runtime directory ---- */
@@ -260,6 +296,63 @@ static uint32_t embedded_paths(char *dir, size_t dlen, char *sock, size_t slen) 
     return NOTIFY_STATUS_OK;
 }
 
+static pid_t read_pid(const char *dir) {
+    char path[PATH_MAX + 16], buf[32] = {0};
+    snprintf(path, sizeof path, "%s/bus.pid", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    long pid = strtol(buf, NULL, 10);
+    return pid > 1 ? (pid_t)pid : -1;
+}
+
+/* Whether `pid` is the dbus-daemon started with this directory's bus.conf: a pid file can outlive
+ * its daemon and the number be reused, by another user's bus or the system bus (which root could
+ * kill). */
+static int is_our_daemon(pid_t pid, const char *dir) {
+    char path[64], cmdline[PATH_MAX * 2];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, cmdline, sizeof cmdline - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    cmdline[n] = '\0';
+    char want[PATH_MAX + 32];
+    snprintf(want, sizeof want, "--config-file=%s/bus.conf", dir);
+    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(cmdline + i) + 1)
+        if (strcmp(cmdline + i, want) == 0) return 1;
+    return 0;
+}
+
+/* Stops the daemon of `dir` if one runs, and removes its socket and pid file. The caller holds
+ * the lock file, so nobody starts another meanwhile and nobody else's socket is removed.
+ * Returns 1 if a daemon was stopped, 0 if none ran, -1 with the error set. */
+static int stop_daemon_locked(const char *dir) {
+    pid_t pid = read_pid(dir);
+    int stopped = 0;
+    if (pid > 0 && is_our_daemon(pid, dir)) {
+        if (kill(pid, SIGTERM) != 0 && errno != ESRCH) {
+            cn_set_error("cannot stop dbus-daemon pid %d: %s", (int)pid, strerror(errno));
+            return -1;
+        }
+        for (int i = 0; i < 500 && kill(pid, 0) == 0; i++) { /* up to 5 s for it to go */
+            struct timespec ts = { 0, 10 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+        }
+        if (kill(pid, 0) == 0) kill(pid, SIGKILL);
+        stopped = 1;
+    }
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/bus", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/bus.pid", dir);
+    unlink(path);
+    return stopped;
+}
+
 uint32_t cn_embedded_ensure(char **out_address) {
     char dir[PATH_MAX], sock[PATH_MAX + 8], lockpath[PATH_MAX + 8];
     uint32_t st = embedded_paths(dir, sizeof dir, sock, sizeof sock);
@@ -272,7 +365,12 @@ uint32_t cn_embedded_ensure(char **out_address) {
             return NOTIFY_STATUS_SERVER_NOT_FOUND;
         }
         while (flock(lfd, LOCK_EX) != 0 && errno == EINTR) {}
-        if (!socket_answers(sock)) st = spawn_daemon(dir, sock); /* nobody else started it */
+        if (!socket_answers(sock)) { /* nobody else started it */
+            /* One daemon per runtime directory: a daemon of ours that is alive but unreachable
+             * (its socket removed) would otherwise run on beside the new one. */
+            stop_daemon_locked(dir);
+            st = spawn_daemon(dir, sock);
+        }
         flock(lfd, LOCK_UN);
         close(lfd);
         if (st != NOTIFY_STATUS_OK) return st;
@@ -295,46 +393,29 @@ uint32_t CNotify_embedded_bus_start(char *out_address, size_t out_len) {
     return st;
 }
 
-static pid_t read_pid(const char *dir) {
-    char path[PATH_MAX + 16], buf[32] = {0};
-    snprintf(path, sizeof path, "%s/bus.pid", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return -1;
-    long pid = strtol(buf, NULL, 10);
-    return pid > 1 ? (pid_t)pid : -1;
-}
-
-static int is_dbus_daemon(pid_t pid) {
-    char path[64], comm[64] = {0};
-    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, comm, sizeof comm - 1);
-    close(fd);
-    return n > 0 && strncmp(comm, "dbus-daemon", 11) == 0;
-}
-
 uint32_t CNotify_embedded_bus_stop(void) {
-    char dir[PATH_MAX], sock[PATH_MAX + 8];
+    cn_clear_error();
+    char dir[PATH_MAX], sock[PATH_MAX + 8], lockpath[PATH_MAX + 8];
     uint32_t st = embedded_paths(dir, sizeof dir, sock, sizeof sock);
     if (st != NOTIFY_STATUS_OK) return st;
-    pid_t pid = read_pid(dir);
-    if (pid < 0 || !is_dbus_daemon(pid) || !socket_answers(sock)) {
+    /* Under the starters' lock: a client that lost the bus and wants it back waits until the old
+     * daemon is gone and its socket removed, then starts one daemon; we never remove a socket that
+     * a new daemon made (which left that daemon unreachable, and the next client started a second). */
+    snprintf(lockpath, sizeof lockpath, "%s/lock", dir);
+    int lfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (lfd < 0) {
+        cn_set_error("cannot open lock file %s: %s", lockpath, strerror(errno));
+        return NOTIFY_STATUS_FAILED;
+    }
+    while (flock(lfd, LOCK_EX) != 0 && errno == EINTR) {}
+    int stopped = stop_daemon_locked(dir);
+    flock(lfd, LOCK_UN);
+    close(lfd);
+    if (stopped < 0) return NOTIFY_STATUS_FAILED;
+    if (stopped == 0) {
         cn_set_error("the embedded bus is not running (%s)", sock);
         return NOTIFY_STATUS_SERVER_NOT_FOUND;
     }
-    if (kill(pid, SIGTERM) != 0) {
-        cn_set_error("cannot stop dbus-daemon pid %d: %s", (int)pid, strerror(errno));
-        return NOTIFY_STATUS_FAILED;
-    }
-    for (int i = 0; i < 500 && kill(pid, 0) == 0; i++) { /* up to 5 s for it to go */
-        struct timespec ts = { 0, 10 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
-    }
-    unlink(sock);
     return NOTIFY_STATUS_OK;
 }
 

@@ -112,6 +112,9 @@ void CNotify_center_destroy(CNotify_center *c) {
     for (size_t i = 0; i < ncenters; i++)
         if (centers[i] == c) { centers[i] = centers[--ncenters]; break; }
     pthread_mutex_unlock(&centers_lock);
+    /* Tokens die with their center (darwin_notify.h): notify_check on one now answers
+     * INVALID_TOKEN instead of reading freed memory. */
+    cn_tokens_cancel_for_center(c);
     /* From one of its own callbacks (a binding releasing its last reference there): on the I/O
      * thread, that thread frees the center when it leaves its loop; on a thread delivering
      * `self.` posts, that thread finishes the destroy once its delivery is over (local.c).
@@ -304,8 +307,14 @@ static void track_sequence(CNotify_center *c, const char *sender, const char *na
     if (c->last_seq.count > 65536) cn_map_clear(&c->last_seq, NULL); /* bounded memory */
     void **slot = cn_map_upsert(&c->last_seq, key);
     if (!slot) return;
-    uintptr_t last = (uintptr_t)*slot;
-    if (last && seq > last + 1) atomic_fetch_add(&c->gaps, seq - last - 1);
+    uint64_t last = (uintptr_t)*slot;
+    /* A jump forward by more than one is that many lost, up to a bound: the number is the
+     * sender's word, and a forged 2^64-1 must not count as 2^64 losses. A jump back is a new
+     * numbering (the sender reconnected), not a loss. */
+    if (last && seq > last && seq - last > 1) { /* not seq > last + 1: last may be 2^64-1 */
+        uint64_t lost = seq - last - 1;
+        atomic_fetch_add(&c->gaps, lost > CN_GAP_JUMP_MAX ? CN_GAP_JUMP_MAX : lost);
+    }
     *slot = (void *)(uintptr_t)seq;
 }
 
@@ -432,6 +441,23 @@ uint32_t CNotify_center_remove_handler(CNotify_center *c, uint64_t id) {
     return NOTIFY_STATUS_OK;
 }
 
+/* Waits (c->lock and the gate held) until the bus has taken the posts queued before this one
+ * down to CN_OUTGOING_MAX bytes: a poster faster than the bus must not grow without bound.
+ * libdbus writes (and reads, for the I/O thread to dispatch) while we wait. Returns 0 if the bus
+ * took nothing for CN_POST_STALL_MS or went away. */
+static int await_outgoing_room_locked(DBusConnection *conn) {
+    if (dbus_connection_get_outgoing_size(conn) <= (long)CN_OUTGOING_MAX) return 1;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long waited = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+        if (waited >= CN_POST_STALL_MS || !dbus_connection_get_is_connected(conn)) return 0;
+        dbus_connection_read_write(conn, (int)(CN_POST_STALL_MS - waited));
+        if (dbus_connection_get_outgoing_size(conn) <= (long)CN_OUTGOING_MAX / 2) return 1;
+    }
+}
+
 uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
     cn_clear_error();
     if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
@@ -440,6 +466,8 @@ uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
     if ((st = cn_fork_check()) != NOTIFY_STATUS_OK) return st;
     if (cn_is_self_name(name)) return cn_local_post(c, name); /* never leaves the process */
     if ((st = cn_may_write(name)) != NOTIFY_STATUS_OK) return st; /* user.uid.N: N or root */
+    uid_t owner;
+    int restricted = cn_restricted_uid(name, &owner) == 1;
     st = cn_center_start(c);
     if (st != NOTIFY_STATUS_OK) return st;
     char iface[32];
@@ -460,16 +488,35 @@ uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
     dbus_uint64_t seq = count ? (uintptr_t)*count + 1 : 0;
     if (count) *count = (void *)(uintptr_t)seq;
     int ok = dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID);
+    /* A restricted name carries proof of our uid that outlives us (credentials.c). */
+    if (ok && restricted && c->can_pass_fds && c->bus_id[0] && c->unique_name[0]) {
+        int fd = cn_credential_create(c->bus_id, c->unique_name, name, seq);
+        if (fd < 0) {
+            pthread_mutex_unlock(&c->lock);
+            dbus_message_unref(m);
+            return NOTIFY_STATUS_FAILED;
+        }
+        ok = dbus_message_append_args(m, DBUS_TYPE_UNIX_FD, &fd, DBUS_TYPE_INVALID); /* libdbus keeps a dup */
+        close(fd);
+    }
     /* Sent from the caller's thread: libdbus writes at once if the socket takes it; what it could
      * not write goes out with the next post, or from the I/O thread after a grace (io_loop.c,
      * quiet sends). No thread hop on the hot path. */
+    int room = 1;
     if (ok) {
         cn_send_enter(c);
-        ok = dbus_connection_send(c->conn, m, NULL);
+        room = await_outgoing_room_locked(c->conn);
+        if (room) ok = dbus_connection_send(c->conn, m, NULL);
         cn_send_leave(c, c->conn);
     }
+    size_t unsent = room ? 0 : (size_t)dbus_connection_get_outgoing_size(c->conn);
     pthread_mutex_unlock(&c->lock);
     dbus_message_unref(m);
+    if (!room) {
+        cn_set_error("the bus has not taken %zu bytes of earlier posts for %d s (is dbus-daemon stopped or "
+                     "overloaded?); %s was not posted", unsent, CN_POST_STALL_MS / 1000, name);
+        return NOTIFY_STATUS_FAILED;
+    }
     if (!ok) { cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
     return NOTIFY_STATUS_OK;
 }

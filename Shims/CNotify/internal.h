@@ -20,6 +20,14 @@
 #define CN_COMPAT_RULE "type='signal',path='" CN_PATH "',interface='" CN_INTERFACE "',member='" CN_MEMBER "'"
 #define CN_CATCHALL_RULE "type='signal',path='" CN_PATH "',member='" CN_MEMBER "'"
 #define CN_RULE_MAX 1024 /* DBUS_MAXIMUM_MATCH_RULE_LENGTH */
+#define CN_BUS_ID_LEN 32  /* a bus id (GetId): 32 hex digits */
+/* A post may add at most this many to `gaps` (a forged or restarted sequence must not count
+ * 2^64 losses); a jump back is a new numbering, not a loss. */
+#define CN_GAP_JUMP_MAX (1u << 20)
+/* A poster whose unsent posts pass this many bytes waits for the bus to take them, at most
+ * CN_POST_STALL_MS; then the post fails (NOTIFY_STATUS_FAILED) instead of growing memory. */
+#define CN_OUTGOING_MAX (4u << 20)
+#define CN_POST_STALL_MS 5000
 
 /* ---- wire.c ---- */
 uint32_t cn_fnv1a32(const char *s);
@@ -67,6 +75,8 @@ uint32_t cn_resolve_bus(const char *spec, cn_bus_kind *kind, char **out_address)
 /* Makes sure the embedded dbus-daemon runs (starting it under a lock) and returns its address. */
 uint32_t cn_embedded_ensure(char **out_address);
 uint32_t cn_embedded_runtime_dir(char *out, size_t len);
+/* `address` without its guid= keys (a restarted daemon has a new guid): malloc'd, NULL if OOM. */
+char *cn_address_without_guid(const char *address);
 
 /* ---- center.c / io_loop.c ---- */
 typedef struct cn_entry {
@@ -109,6 +119,11 @@ struct CNotify_center {
     _Atomic int stopping;           /* read by the I/O thread every iteration, without a lock */
     int free_on_exit;               /* destroyed from its own I/O thread: that thread frees it */
     uint64_t conn_gen;              /* bumped on every (re)connection; 0 = never connected */
+    /* The connection's identity, for credentials of restricted posts (credentials.c): set with
+     * conn (publish_connection), read by posters under lock and by the I/O thread. */
+    char bus_id[CN_BUS_ID_LEN + 1];   /* org.freedesktop.DBus.GetId: one per daemon instance */
+    char unique_name[256];            /* our unique name on it */
+    int can_pass_fds;                 /* the connection negotiated unix fd passing */
     uint64_t compat_gen;            /* generation holding the plain-interface rule */
     /* Once the bus refuses more rules (LimitsExceeded: the system bus allows 512 per connection),
      * one rule for every post stands in for the exact ones; the process filters by name. */
@@ -133,7 +148,8 @@ struct CNotify_center {
     pthread_mutex_t reg_lock;
     pthread_cond_t reg_cond;
     cn_map names;                   /* name -> cn_name_slot */
-    cn_map last_seq;                /* "sender\nname" -> last sequence number seen (I/O thread) */
+    cn_map last_seq;                /* "sender\nname" -> last sequence number seen (I/O thread;
+                                     * cleared with each connection: names are reused) */
     uint64_t next_id;
     cn_entry *running;              /* the entry whose callback runs now, if any */
 
@@ -189,7 +205,9 @@ void cn_local_free(CNotify_center *c);
 
 /* ---- state.c and the user.uid.N rule ---- */
 #include <sys/types.h>
-/* Whether `name` is user.uid.N[...]; then *uid = N (as notifyd: no digits means 0). */
+/* Whether `name` is user.uid.N[...]: 0 not restricted; 1 restricted, with *uid = N (as notifyd:
+ * no digits means 0); -1 restricted to a number that is not a uid (past uid_t, or (uid_t)-1):
+ * nobody may post or set it. */
 int cn_restricted_uid(const char *name, uid_t *uid);
 /* NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) unless this process may post or set `name`. */
 uint32_t cn_may_write(const char *name);
@@ -197,5 +215,28 @@ uint32_t cn_may_write(const char *name);
  * user.uid.N names it asks the bus for the sender's uid (GetConnectionUnixUser, cached per
  * unique name, which the bus never reuses): anyone on a bus can emit any signal. */
 int cn_sender_may_post(CNotify_center *c, DBusConnection *conn, const char *sender, const char *name);
+/* Forgets every per-sender answer: they belong to one connection (a restarted bus hands out the
+ * same unique names again). I/O thread. */
+void cn_sender_cache_reset(CNotify_center *c);
+
+/* ---- credentials.c: a poster's uid that outlives the poster ----
+ * A restricted post carries a sealed memfd (D-Bus type 'h'): the kernel records who created it
+ * (its owner) and the seals make its content, which names the bus, the sender, the name and the
+ * sequence, unchangeable. A receiver needs nothing from the poster, which may be gone. */
+/* A new credential for one post (an fd to append and close), or -1 with the error set. */
+int cn_credential_create(const char *bus_id, const char *sender, const char *name, uint64_t seq);
+/* 1 if `fd` is a credential of exactly this post made by uid `owner` or root, else 0. */
+int cn_credential_verify(int fd, const char *bus_id, const char *sender, const char *name, uint64_t seq, uid_t owner);
+
+/* ---- notify_api.c ---- */
+/* Cancels every token registered on `c` (its destroy): they answer NOTIFY_STATUS_INVALID_TOKEN
+ * afterwards, instead of pointing at a freed center. */
+void cn_tokens_cancel_for_center(CNotify_center *c);
+
+/* ---- test hooks: inert unless the environment of a test's child names them ---- */
+/* DARWIN_NOTIFY_TEST_START_DELAY_MS: widens the moment between the I/O thread's creation and
+ * the return of cn_center_start, so a test can show the thread knows itself from its first
+ * instruction. */
+void cn_test_start_delay(void);
 
 #endif

@@ -5,6 +5,7 @@
  * threads only send: directly, under the I/O gate, so no watch is freed under the poll loop's feet
  * (docs/DESIGN.md, "Threads"), and they wake this thread through an eventfd when it has work.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +24,13 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Set by the I/O thread as its first act: it knows itself from its first instruction, not from
+ * `started`, which its creator sets only after pthread_create returns (a callback run before
+ * that would take the gate as a poster and leave it as the I/O thread). */
+static __thread CNotify_center *tl_io_center;
+
 int cn_on_io_thread(CNotify_center *c) {
-    return c->started && pthread_equal(pthread_self(), c->io_thread);
+    return tl_io_center == c;
 }
 
 void cn_io_wake(CNotify_center *c) {
@@ -194,6 +200,30 @@ static void wakeup_main(void *data) {
 
 /* ---- incoming messages ---- */
 
+/* Whether a received post may be delivered. `self.` names never come from the bus: one that
+ * does was injected by someone else. A `user.uid.N` name must come from uid N or root: proven by
+ * the credential the post carries (credentials.c), or, for a foreign poster with none, by asking
+ * the bus while the sender is still connected. `it` points at the sequence argument. */
+static int post_is_authentic(CNotify_center *c, DBusConnection *conn, DBusMessage *msg, DBusMessageIter *it,
+                             int has_seq, const char *name, uint64_t seq) {
+    if (cn_is_self_name(name)) return 0;
+    uid_t owner;
+    int restricted = cn_restricted_uid(name, &owner);
+    if (restricted == 0) return 1;
+    if (restricted < 0) return 0;
+    const char *sender = dbus_message_get_sender(msg);
+    if (!sender) return 0;
+    if (has_seq && dbus_message_iter_next(it) && dbus_message_iter_get_arg_type(it) == DBUS_TYPE_UNIX_FD) {
+        int fd = -1;
+        dbus_message_iter_get_basic(it, &fd); /* a duplicate that we own */
+        if (fd < 0) return 0;
+        int ok = c->bus_id[0] && cn_credential_verify(fd, c->bus_id, sender, name, seq, owner);
+        close(fd);
+        return ok; /* a credential that does not prove it is a forgery: no second chance */
+    }
+    return cn_sender_may_post(c, conn, sender, name);
+}
+
 static DBusHandlerResult filter(DBusConnection *conn, DBusMessage *msg, void *data) {
     CNotify_center *c = data;
     if (dbus_message_get_type(msg) != DBUS_MESSAGE_TYPE_SIGNAL || !dbus_message_has_member(msg, CN_MEMBER) ||
@@ -217,7 +247,7 @@ static DBusHandlerResult filter(DBusConnection *conn, DBusMessage *msg, void *da
         seq = v;
         has_seq = 1;
     }
-    if (!cn_sender_may_post(c, conn, dbus_message_get_sender(msg), name)) {
+    if (!post_is_authentic(c, conn, msg, &it, has_seq, name, seq)) {
         atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
         return DBUS_HANDLER_RESULT_HANDLED;
     }
@@ -257,10 +287,19 @@ DBusConnection *cn_connect(CNotify_center *c) {
     }
     dbus_connection_set_wakeup_main_function(conn, wakeup_main, c, NULL);
     dbus_connection_set_dispatch_status_function(conn, dispatch_status, c, NULL);
+    /* The bus instance's id binds the credentials of restricted posts to it (credentials.c).
+     * Asked once per connection, before anyone else uses it; a bus that will not say leaves it
+     * empty: our restricted posts then carry no credential, and we accept none. */
+    char *bus_id = dbus_bus_get_id(conn, NULL);
+    const char *unique = dbus_bus_get_unique_name(conn);
     pthread_mutex_lock(&c->lock);
+    snprintf(c->bus_id, sizeof c->bus_id, "%s", bus_id && strlen(bus_id) == CN_BUS_ID_LEN ? bus_id : "");
+    snprintf(c->unique_name, sizeof c->unique_name, "%s", unique ? unique : "");
+    c->can_pass_fds = dbus_connection_can_send_type(conn, DBUS_TYPE_UNIX_FD);
     if (c->kind == CN_BUS_EMBEDDED || !c->address) { free(c->address); c->address = address; address = NULL; }
     pthread_mutex_unlock(&c->lock);
     free(address);
+    dbus_free(bus_id);
     return conn;
 
 fail_close:
@@ -288,6 +327,10 @@ static void drop_connection(CNotify_center *c) {
         while (dbus_connection_dispatch(conn) == DBUS_DISPATCH_DATA_REMAINS) {}
         dbus_connection_unref(conn);
     }
+    /* What we knew of senders was true of this connection's bus instance only: a restarted
+     * daemon hands out the same unique names (:1.1, ...) to other processes. */
+    cn_sender_cache_reset(c);
+    cn_map_clear(&c->last_seq, NULL);
 }
 
 static void wait_wake(CNotify_center *c, int timeout_ms) {
@@ -303,6 +346,8 @@ static void publish_connection(CNotify_center *c, DBusConnection *conn) {
     c->conn = conn;
     c->connected = 1;
     c->conn_gen++;
+    /* A new connection is a new sender (a new unique name): its numbering starts again at 1. */
+    cn_map_clear(&c->post_counts, NULL);
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     cn_rules_after_connect(c, conn);
@@ -377,11 +422,13 @@ static void poll_once(CNotify_center *c) {
 
 static void *io_main(void *arg) {
     CNotify_center *c = arg;
+    tl_io_center = c;
     int backoff = BACKOFF_FIRST_MS;
     /* Only this thread sets c->conn (publish/drop), so it keeps its own copy and takes no lock
      * per iteration: posters hold c->lock while they send. */
     DBusConnection *conn = c->conn;
     for (;;) {
+        assert(cn_on_io_thread(c));
         if (atomic_load_explicit(&c->stopping, memory_order_acquire)) break;
         if (!conn) {
             conn = cn_connect(c);
@@ -428,6 +475,7 @@ uint32_t cn_center_start(CNotify_center *c) {
                 c->connected = 0;
                 st = NOTIFY_STATUS_FAILED;
             } else {
+                cn_test_start_delay();
                 atomic_store_explicit(&c->started, 1, memory_order_release);
             }
         }
@@ -450,4 +498,13 @@ int cn_io_stop(CNotify_center *c) {
     }
     pthread_join(c->io_thread, NULL);
     return 1;
+}
+
+void cn_test_start_delay(void) {
+    const char *ms = getenv("DARWIN_NOTIFY_TEST_START_DELAY_MS");
+    if (!ms || !*ms) return;
+    long v = strtol(ms, NULL, 10);
+    if (v <= 0 || v > 10000) return;
+    struct timespec ts = { v / 1000, (v % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
 }

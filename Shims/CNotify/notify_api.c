@@ -103,6 +103,8 @@ static void unref_token(cn_token *t) {
     free(t);
 }
 
+static void release_token(void *context) { unref_token(context); }
+
 /* What a post does to a token: count it, then write the fd, raise the signal or queue the block. */
 static void deliver(cn_token *t) {
     atomic_fetch_add_explicit(&t->posts, 1, memory_order_release);
@@ -115,7 +117,7 @@ static void deliver(cn_token *t) {
     if (t->handler) t->handler(t->handler_context, t->token);
     if (t->dispatch) {
         atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed); /* the queued block's */
-        cn_dispatch_target_fire(t->dispatch, t->token, (void (*)(void *))unref_token, t);
+        cn_dispatch_target_fire(t->dispatch, t->token, release_token, t);
     }
 }
 
@@ -130,8 +132,6 @@ static void on_post(void *context, const char *name) {
     pthread_mutex_unlock(&t->mu);
     if (!hold) deliver(t);
 }
-
-static void release_token(void *context) { unref_token(context); }
 
 /* What a token does on delivery, besides counting for notify_check. */
 typedef struct {
@@ -400,4 +400,26 @@ uint32_t notify_get_state(int token, uint64_t *state) {
     uint32_t st = token_name(token, name, sizeof name, &c);
     if (st != NOTIFY_STATUS_OK) return st;
     return CNotify_center_get_state(c, name, state);
+}
+
+void cn_tokens_cancel_for_center(CNotify_center *c) {
+    /* Collected first: notify_cancel takes tok_lock itself. */
+    int *doomed = NULL;
+    size_t n = 0, cap = 0;
+    pthread_mutex_lock(&tok_lock);
+    for (size_t i = 0; i < table_cap; i++) {
+        cn_token *t = table[i];
+        if (!t || t == TOMBSTONE || t->center != c) continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            int *grown = realloc(doomed, ncap * sizeof *grown);
+            if (!grown) break; /* out of memory: the rest stay, as before this rule */
+            doomed = grown;
+            cap = ncap;
+        }
+        doomed[n++] = t->token;
+    }
+    pthread_mutex_unlock(&tok_lock);
+    for (size_t i = 0; i < n; i++) notify_cancel(doomed[i]);
+    free(doomed);
 }

@@ -2,6 +2,10 @@
  * The receiving half of the user.uid.N rule. The poster's library refuses to post a name it may
  * not (cn_may_write), but anyone on a bus can emit any signal with dbus-send, so receivers check
  * the sender's uid as the bus daemon reports it, and drop forged posts.
+ *
+ * Posts from our library carry a credential instead (credentials.c), which outlives the poster;
+ * this lookup serves foreign posters (dbus-send as root), and only while they are connected. Its
+ * cache is keyed by unique name and so belongs to one connection: cn_sender_cache_reset.
  */
 #include <stdint.h>
 #include <string.h>
@@ -30,10 +34,13 @@ static int ask_uid(DBusConnection *conn, const char *sender, uid_t *uid) {
     return ok;
 }
 
+void cn_sender_cache_reset(CNotify_center *c) { cn_map_clear(&c->sender_uids, NULL); }
+
 int cn_sender_may_post(CNotify_center *c, DBusConnection *conn, const char *sender, const char *name) {
     uid_t owner;
-    if (!cn_restricted_uid(name, &owner)) return 1;
-    if (!sender) return 0;
+    int restricted = cn_restricted_uid(name, &owner);
+    if (restricted == 0) return 1;
+    if (restricted < 0 || !sender) return 0; /* no uid may post it */
     if (c->sender_uids.count > 65536) cn_map_clear(&c->sender_uids, NULL); /* bounded */
     void **slot = cn_map_upsert(&c->sender_uids, sender);
     if (!slot) return 0;

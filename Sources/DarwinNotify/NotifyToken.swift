@@ -9,7 +9,8 @@ import Synchronization
 /// `CNotify_center_register_*`, and `notify_check`, `notify_suspend`, `notify_resume`,
 /// `notify_get_state`, `notify_set_state` and `notify_cancel` on the token.
 ///
-/// Cancel it explicitly, or let it go: releasing it cancels.
+/// Cancel it explicitly, or let it go: releasing it cancels. A token keeps its center alive: the
+/// C core cancels the tokens of a destroyed center, so a token must not outlive it.
 public final class NotifyToken: Sendable {
     /// How posts reach the token.
     public enum Kind: Sendable, Equatable {
@@ -32,8 +33,12 @@ public final class NotifyToken: Sendable {
     public let fileDescriptor: Int32?
     private let cancelled = Atomic<Bool>(false)
     private let gate: InvocationGate?
+    /// The center the token was registered on, held until the token goes.
+    private let center: NotifyCenter
 
-    private init(rawValue: Int32, name: String, kind: Kind, fileDescriptor: Int32? = nil, gate: InvocationGate? = nil) {
+    private init(rawValue: Int32, name: String, kind: Kind, center: NotifyCenter, fileDescriptor: Int32? = nil,
+                 gate: InvocationGate? = nil) {
+        self.center = center
         self.rawValue = rawValue
         self.name = name
         self.kind = kind
@@ -103,14 +108,14 @@ extension NotifyCenter {
     public func checkToken(_ name: String) throws -> NotifyToken {
         var token: Int32 = 0
         try NotifyError.check(CNotify_center_register_check(handle, name, &token))
-        return NotifyToken.make(token, name, .check)
+        return NotifyToken.make(token, name, .check, on: self)
     }
 
     /// A token whose posts are written to a pipe (`notify_register_file_descriptor`).
     public func fileDescriptorToken(_ name: String) throws -> NotifyToken {
         var token: Int32 = 0, fd: Int32 = -1
         try NotifyError.check(CNotify_center_register_file_descriptor(handle, name, &fd, 0, &token))
-        return NotifyToken.make(token, name, .fileDescriptor, fileDescriptor: fd)
+        return NotifyToken.make(token, name, .fileDescriptor, on: self, fileDescriptor: fd)
     }
 
     /// A token whose posts raise `signal` in this process (`notify_register_signal`). Throws
@@ -118,7 +123,7 @@ extension NotifyCenter {
     public func signalToken(_ name: String, signal: Int32) throws -> NotifyToken {
         var token: Int32 = 0
         try NotifyError.check(CNotify_center_register_signal(handle, name, signal, &token))
-        return NotifyToken.make(token, name, .signal(signal))
+        return NotifyToken.make(token, name, .signal(signal), on: self)
     }
 
     /// A token whose posts run `handler` with the token number on `queue`
@@ -141,7 +146,7 @@ extension NotifyCenter {
             box.release() // a failed registration leaves the context with us
             try NotifyError.check(status)
         }
-        return NotifyToken.make(token, name, .dispatch, gate: gate)
+        return NotifyToken.make(token, name, .dispatch, on: self, gate: gate)
     }
 
     /// The 64-bit state of `name` on this center's bus (`CNotify_center_get_state`); 0 if never set.
@@ -158,9 +163,9 @@ extension NotifyCenter {
 }
 
 extension NotifyToken {
-    fileprivate static func make(_ token: Int32, _ name: String, _ kind: Kind, fileDescriptor: Int32? = nil,
-                                 gate: InvocationGate? = nil) -> NotifyToken {
-        NotifyToken(rawValue: token, name: name, kind: kind, fileDescriptor: fileDescriptor, gate: gate)
+    fileprivate static func make(_ token: Int32, _ name: String, _ kind: Kind, on center: NotifyCenter,
+                                 fileDescriptor: Int32? = nil, gate: InvocationGate? = nil) -> NotifyToken {
+        NotifyToken(rawValue: token, name: name, kind: kind, center: center, fileDescriptor: fileDescriptor, gate: gate)
     }
 }
 

@@ -121,6 +121,12 @@ public struct GroupContainer: Sendable, Equatable {
                 throw WormholeError(.unsafeContainer, "container \(path) is shared with group \(gid), and this process is not in it")
             }
         } else {
+            // Made with --share-with-group (setgid, group-writable): say how to open it.
+            if mode & 0o2070 == 0o2070, info.st_uid != geteuid() || mode & 0o020 != 0 {
+                let name = getgrgid(info.st_gid).map { String(cString: $0.pointee.gr_name) } ?? String(info.st_gid)
+                throw WormholeError(.unsafeContainer,
+                    "container \(path) is shared with group '\(name)' (mode \(String(mode, radix: 8))); open it as shared: --share-with-group \(name) (API: sharing: .unixGroup(\"\(name)\"))")
+            }
             guard info.st_uid == geteuid() else {
                 throw WormholeError(.unsafeContainer,
                     "container \(path) is owned by uid \(info.st_uid), not by this user (\(geteuid())); refusing it")
@@ -128,6 +134,31 @@ public struct GroupContainer: Sendable, Equatable {
             if mode & 0o020 != 0 {
                 throw WormholeError(.unsafeContainer,
                     "container \(path) is group-writable (mode \(String(mode, radix: 8))) but not shared; run chmod g-w, or share it with its group")
+            }
+        }
+    }
+
+    /// A directory inside a container (the wormhole's own, messages/, queues/<id>/, …) is held
+    /// to the container's rules: a real directory that nobody outside the owner (and the sharing
+    /// group) may write, whoever made it.
+    static func checkSubdirectory(_ path: FilePath, shared: Bool) throws(WormholeError) {
+        var info = stat()
+        guard lstat(path.string, &info) == 0 else { throw .io("lstat \(path)", Errno(rawValue: errno)) }
+        let type = info.st_mode & S_IFMT
+        guard type == S_IFDIR else {
+            throw WormholeError(.unsafeContainer, "\(path) is \(type == S_IFLNK ? "a symbolic link" : "not a directory"); refusing it (remove it)")
+        }
+        let mode = info.st_mode & 0o7777
+        if mode & 0o002 != 0 {
+            throw WormholeError(.unsafeContainer,
+                "\(path) is writable by every user (mode \(String(mode, radix: 8))); run chmod o-w on it")
+        }
+        if !shared {
+            guard info.st_uid == geteuid() else {
+                throw WormholeError(.unsafeContainer, "\(path) is owned by uid \(info.st_uid), not by this user (\(geteuid())); refusing it")
+            }
+            if mode & 0o020 != 0 {
+                throw WormholeError(.unsafeContainer, "\(path) is group-writable (mode \(String(mode, radix: 8))) but the container is not shared; run chmod g-w on it")
             }
         }
     }

@@ -34,6 +34,7 @@ struct Layout: Sendable {
     func makeDirectories() throws(WormholeError) {
         for directory in [base, messages, locks, queues, quarantine] {
             try PosixFiles.makeDirectory(directory, permissions: directoryPermissions)
+            try GroupContainer.checkSubdirectory(directory, shared: shared)
         }
     }
 

@@ -24,8 +24,19 @@ struct MessageFiles: Sendable {
 
     func readUnlocked(_ identifier: String) throws(WormholeError) -> WormholeMessage? {
         let path = layout.message(identifier)
-        guard let bytes = try PosixFiles.readFile(path, limit: configuration.maxPayloadBytes + Envelope.maxHeaderBytes + 8)
-        else { return nil }
+        let bytes: Data
+        switch try PosixFiles.readMessage(path, limit: configuration.maxPayloadBytes + Envelope.maxHeaderBytes + 8) {
+        case .missing: return nil
+        case .bytes(let data): bytes = data
+        case .tooLarge(let size):
+            // Left in place: a writer with a larger limit wrote it for readers with one; the next
+            // pass replaces it.
+            throw WormholeError(.payloadTooLarge, "\(path) is \(size) bytes, over this wormhole's limit of \(configuration.maxPayloadBytes + Envelope.maxHeaderBytes + 8)")
+        case .unusable(let what):
+            let moved = try layout.quarantine(path, identifier: identifier)
+            throw WormholeError(.corruptMessage, "message '\(identifier)' is \(what), not a message file; moved to \(moved)",
+                                quarantinedPath: moved.string)
+        }
         switch Envelope.decode(bytes) {
         case .success(let envelope):
             return WormholeMessage(identifier: identifier, envelope: envelope, sequence: nil)

@@ -8,7 +8,7 @@ import SystemPackage
 
 /// `queue` transiting: a lossless FIFO per identifier (docs/PROTOCOL.md, "Queues").
 ///
-///     queues/<identifier>/.state             flock target; head, tail, bytes (3 × UInt64 LE)
+///     queues/<identifier>/.state             flock target; head, tail, bytes, generation (4 × UInt64 LE)
 ///     queues/<identifier>/<20-digit seq>     one immutable message each, linked in when complete
 ///     queues/<identifier>/.cursors/<name>    a named listener's next sequence (UInt64 LE)
 ///
@@ -36,12 +36,18 @@ struct MessageQueue: Sendable {
         var tail: UInt64 = 1
         /// Bytes of the kept message files.
         var bytes: UInt64 = 0
+        /// A random number chosen when the queue is made: a queue removed and made again under a
+        /// running listener has another, so the listener knows its cursor means nothing there.
+        /// 0 in a queue written before generations existed (24-byte state).
+        var generation: UInt64 = 0
         var count: UInt64 { head - tail }
     }
 
     func prepare() throws(WormholeError) {
-        try PosixFiles.makeDirectory(directory, permissions: layout.directoryPermissions)
-        try PosixFiles.makeDirectory(cursors, permissions: layout.directoryPermissions)
+        for made in [directory, cursors] {
+            try PosixFiles.makeDirectory(made, permissions: layout.directoryPermissions)
+            try GroupContainer.checkSubdirectory(made, shared: layout.shared)
+        }
     }
 
     /// Locks the queue's state file. The directories are made only when the open fails (a new
@@ -53,12 +59,12 @@ struct MessageQueue: Sendable {
     }
 
     func readState(_ lock: FileLock) throws(WormholeError) -> State {
-        var words = [UInt64](repeating: 0, count: 3)
-        let n = words.withUnsafeMutableBytes { pread(lock.fd.rawValue, $0.baseAddress, 24, 0) }
+        var words = [UInt64](repeating: 0, count: 4)
+        let n = words.withUnsafeMutableBytes { pread(lock.fd.rawValue, $0.baseAddress, 32, 0) }
         if n < 0 { throw .io("read \(statePath)", Errno(rawValue: errno)) }
-        guard n == 24 else { return State() }  // new queue
+        guard n == 24 || n == 32 else { return State() }  // new queue
         let state = State(head: UInt64(littleEndian: words[0]), tail: UInt64(littleEndian: words[1]),
-                          bytes: UInt64(littleEndian: words[2]))
+                          bytes: UInt64(littleEndian: words[2]), generation: n == 32 ? UInt64(littleEndian: words[3]) : 0)
         guard state.head >= 1, state.tail >= 1, state.tail <= state.head else {
             throw WormholeError(.corruptMessage, "queue state \(statePath) is damaged (head \(state.head), tail \(state.tail))")
         }
@@ -66,9 +72,29 @@ struct MessageQueue: Sendable {
     }
 
     func writeState(_ state: State, _ lock: FileLock) throws(WormholeError) {
-        let words = [state.head.littleEndian, state.tail.littleEndian, state.bytes.littleEndian]
-        let n = words.withUnsafeBytes { pwrite(lock.fd.rawValue, $0.baseAddress, 24, 0) }
-        if n != 24 { throw .io("write \(statePath)", Errno(rawValue: n < 0 ? errno : EIO)) }
+        let words = [state.head.littleEndian, state.tail.littleEndian, state.bytes.littleEndian, state.generation.littleEndian]
+        let n = words.withUnsafeBytes { pwrite(lock.fd.rawValue, $0.baseAddress, 32, 0) }
+        if n != 32 { throw .io("write \(statePath)", Errno(rawValue: n < 0 ? errno : EIO)) }
+    }
+
+    /// The state, given a generation if it has none yet (a new queue, or one written before
+    /// generations): under the exclusive lock, so every process agrees on it.
+    func initializedState(_ lock: FileLock) throws(WormholeError) -> State {
+        var state = try readState(lock)
+        if state.generation == 0 {
+            state.generation = UInt64.random(in: 1 ... .max)
+            try writeState(state, lock)
+        }
+        return state
+    }
+
+    /// Makes the queue's directories and its state (with a generation): what a listener needs
+    /// before it remembers where it starts.
+    func prepareState() throws(WormholeError) -> State {
+        try prepare()
+        let lock = try lock(exclusive: true)
+        defer { lock.unlock() }
+        return try initializedState(lock)
     }
 
     /// The state as readers see it (shared lock, held only for the read).
@@ -85,7 +111,7 @@ struct MessageQueue: Sendable {
         let bytes = envelope.encoded()
         let lock = try lock(exclusive: true)
         defer { lock.unlock() }
-        var state = try readState(lock)
+        var state = try initializedState(lock)
         let temp = try PosixFiles.writeTemporary(bytes, in: directory, permissions: layout.filePermissions,
                                                  sync: configuration.syncToDisk)
         defer { unlink(temp.string) }
@@ -156,8 +182,23 @@ struct MessageQueue: Sendable {
     /// Reads message `sequence`: nil if there is no such file.
     func read(_ sequence: UInt64) throws(WormholeError) -> Result<WormholeMessage, WormholeError>? {
         let path = path(of: sequence)
-        guard let bytes = try PosixFiles.readFile(path, limit: configuration.maxPayloadBytes + Envelope.maxHeaderBytes + 8)
-        else { return nil }
+        let bytes: Data
+        // A message that cannot be read here is moved aside and reported, and the reader goes on:
+        // retrying it on every announcement would hold every later message behind it.
+        switch try PosixFiles.readMessage(path, limit: configuration.maxPayloadBytes + Envelope.maxHeaderBytes + 8) {
+        case .missing: return nil
+        case .bytes(let data): bytes = data
+        case .tooLarge(let size):
+            let moved = try layout.quarantine(path, identifier: identifier)
+            return .failure(WormholeError(.corruptMessage,
+                "queue message \(sequence) of '\(identifier)' is \(size) bytes, over this reader's limit of \(configuration.maxPayloadBytes) payload bytes; moved to \(moved)",
+                quarantinedPath: moved.string))
+        case .unusable(let what):
+            let moved = try layout.quarantine(path, identifier: identifier)
+            return .failure(WormholeError(.corruptMessage,
+                "queue message \(sequence) of '\(identifier)' is \(what), not a message file; moved to \(moved)",
+                quarantinedPath: moved.string))
+        }
         switch Envelope.decode(bytes) {
         case .success(let envelope):
             return .success(WormholeMessage(identifier: identifier, envelope: envelope, sequence: sequence))
@@ -204,10 +245,14 @@ extension PosixFiles {
 /// A named listener's cursor: 8 bytes, written in place with one `pwrite`, which a process crash
 /// cannot tear. Cleared cursors are moved forward by `clear`.
 enum QueueCursorFile {
+    /// A cursor's value; nil if absent or not a regular file (a FIFO there must not block a
+    /// writer that holds the queue's lock).
     static func read(_ path: FilePath) -> UInt64? {
-        let fd = open(path.string, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        let fd = open(path.string, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
         return read(fd: fd)
     }
 

@@ -56,24 +56,41 @@ final class LatestMessageSource: MessageSource {
 /// An unnamed listener starts at the end of the queue and keeps its cursor in memory.
 final class QueueSource: MessageSource {
     private let queue: MessageQueue
+    private let listenerName: String?
     private var nextSequence: UInt64
     private var pending: UInt64?
-    private let cursorFD: Int32?
+    private var cursorFD: Int32?
+    /// The queue this source reads: its generation, and its state file held open, whose link
+    /// count drops to 0 when someone removes the queue (`rm -rf queues/<id>`) under us.
+    private var generation: UInt64
+    private var stateFD: Int32
     var readsUntilEmpty: Bool { true }
 
     init(queue: MessageQueue, listenerName: String?) throws(WormholeError) {
         self.queue = queue
-        try queue.prepare()
-        let state = try queue.currentState()
-        guard let listenerName else {
-            nextSequence = state.head
-            cursorFD = nil
-            return
+        self.listenerName = listenerName
+        if let listenerName { try Names.validateListenerName(listenerName) }
+        let state = try queue.prepareState()
+        generation = state.generation
+        stateFD = try PosixFiles.openControlFile(queue.statePath, create: false, permissions: queue.layout.filePermissions).rawValue
+        nextSequence = state.head
+        guard listenerName != nil else { cursorFD = nil; return }
+        do {
+            let (fd, saved) = try attachCursor(startingAt: state.tail)
+            cursorFD = fd
+            nextSequence = saved
+        } catch {
+            Glibc.close(stateFD)
+            throw error
         }
-        try Names.validateListenerName(listenerName)
+    }
+
+    /// Opens and locks this listener's cursor file (one process per name) and returns it with
+    /// its value; a new cursor starts at `start` (everything still kept).
+    private func attachCursor(startingAt start: UInt64) throws(WormholeError) -> (Int32, UInt64) {
+        guard let listenerName else { throw WormholeError(.unsupported, "an unnamed listener has no cursor") }
         let path = queue.cursors.appending(listenerName)
-        let fd = open(path.string, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, queue.layout.filePermissions.rawValue)
-        guard fd >= 0 else { throw .io("open cursor \(path)", Errno(rawValue: errno)) }
+        let fd = try PosixFiles.openControlFile(path, create: true, permissions: queue.layout.filePermissions).rawValue
         try? PosixFiles.setExactPermissions(FileDescriptor(rawValue: fd), queue.layout.filePermissions)
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let error = errno
@@ -83,21 +100,51 @@ final class QueueSource: MessageSource {
             }
             throw .io("flock \(path)", Errno(rawValue: error))
         }
-        cursorFD = fd
-        if let saved = QueueCursorFile.read(fd: fd) {
-            nextSequence = saved
-        } else {
-            // A new named listener receives everything still kept.
-            nextSequence = state.tail
-            guard QueueCursorFile.write(fd: fd, value: nextSequence) else {
-                Glibc.close(fd)
-                throw .io("write cursor \(path)", Errno(rawValue: errno))
+        if let saved = QueueCursorFile.read(fd: fd) { return (fd, saved) }
+        guard QueueCursorFile.write(fd: fd, value: start) else {
+            let error = errno
+            Glibc.close(fd)
+            throw .io("write cursor \(path)", Errno(rawValue: error))
+        }
+        return (fd, start)
+    }
+
+    /// Whether the queue we read was removed (and maybe made again) since we attached.
+    private var queueWasRemoved: Bool {
+        var info = stat()
+        return fstat(stateFD, &info) == 0 && info.st_nlink == 0
+    }
+
+    /// The queue was removed under us: attach to the new one (made if needed), from its oldest
+    /// message, and say what happened. The old queue's unread messages went with it; nothing of
+    /// the new one is skipped.
+    private func reattach() -> Result<WormholeMessage, WormholeError> {
+        do {
+            let state = try queue.prepareState()
+            let fd = try PosixFiles.openControlFile(queue.statePath, create: false, permissions: queue.layout.filePermissions).rawValue
+            Glibc.close(stateFD)
+            stateFD = fd
+            generation = state.generation
+            var resume = state.tail
+            if listenerName != nil {
+                if let cursorFD { Glibc.close(cursorFD) }
+                cursorFD = nil
+                let (cursor, saved) = try attachCursor(startingAt: state.tail)
+                cursorFD = cursor
+                resume = max(saved, state.tail)
             }
+            nextSequence = resume
+            pending = nil
+            return .failure(WormholeError(.messagesLost,
+                "queue '\(queue.identifier)' was removed and made again while this listener ran: messages of the old queue it had not read are lost; continuing with the new queue at message \(resume)"))
+        } catch {
+            return .failure(error)
         }
     }
 
     func next() -> Result<WormholeMessage, WormholeError>? {
-        do {
+        if queueWasRemoved { return reattach() }
+        do throws(WormholeError) {
             if let result = try queue.read(nextSequence) {
                 pending = nextSequence + 1
                 return result
@@ -106,8 +153,13 @@ final class QueueSource: MessageSource {
             // link files and move head under the exclusive lock, so look again under the shared
             // lock: a file linked since the first look is visible then.
             let lock = try queue.lock(exclusive: false)
+            let state: MessageQueue.State
+            do throws(WormholeError) { state = try queue.readState(lock) } catch { lock.unlock(); throw error }
+            if state.generation != 0 && state.generation != generation {
+                lock.unlock() // reattach takes the new queue's lock exclusively
+                return reattach()
+            }
             defer { lock.unlock() }
-            let state = try queue.readState(lock)
             if nextSequence >= state.head { return nil }
             if let result = try queue.read(nextSequence) {
                 pending = nextSequence + 1
@@ -134,5 +186,8 @@ final class QueueSource: MessageSource {
 
     func close() {
         if let cursorFD { Glibc.close(cursorFD) }
+        cursorFD = nil
+        if stateFD >= 0 { Glibc.close(stateFD) }
+        stateFD = -1
     }
 }

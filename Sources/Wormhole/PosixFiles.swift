@@ -90,23 +90,41 @@ enum PosixFiles {
         }
     }
 
-    /// The whole file, or nil if it does not exist. Refuses symlinks and files over `limit`.
-    static func readFile(_ path: FilePath, limit: Int) throws(WormholeError) -> Data? {
+    /// What is at a message's path, opened without following a link or blocking (a FIFO there
+    /// must not hang a reader: `O_NONBLOCK`), and read only if it is a regular file.
+    enum MessageRead {
+        case missing
+        case bytes(Data)
+        /// Not a message file at all (a link, FIFO, directory, device…): to quarantine.
+        case unusable(String)
+        /// A regular file over the reader's limit.
+        case tooLarge(Int)
+    }
+
+    static func readMessage(_ path: FilePath, limit: Int) throws(WormholeError) -> MessageRead {
         let fd: FileDescriptor
         do {
-            fd = try FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec])
+            fd = try FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec, .nonBlocking])
         } catch let error as Errno where error == .noSuchFileOrDirectory {
-            return nil
+            return .missing
+        } catch let error as Errno where error == .tooManySymbolicLinkLevels {
+            return .unusable("a symbolic link")
+        } catch let error as Errno where error == .noSuchAddressOrDevice {
+            return .unusable("a socket or device")
         } catch {
             throw .io("open \(path)", error as? Errno ?? .ioError)
         }
         defer { _ = try? fd.close() }
         var info = stat()
         guard fstat(fd.rawValue, &info) == 0 else { throw .io("fstat \(path)", Errno(rawValue: errno)) }
-        let size = Int(info.st_size)
-        guard size <= limit else {
-            throw WormholeError(.payloadTooLarge, "\(path) is \(size) bytes, over this wormhole's limit of \(limit)")
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFDIR: return .unusable("a directory")
+        case S_IFIFO: return .unusable("a FIFO")
+        default: return .unusable("not a regular file")
         }
+        let size = Int(info.st_size)
+        guard size <= limit else { return .tooLarge(size) }
         var data = Data(count: size)
         do {
             let read = try data.withUnsafeMutableBytes { buffer in
@@ -122,7 +140,31 @@ enum PosixFiles {
         } catch {
             throw .io("read \(path)", error as? Errno ?? .ioError)
         }
-        return data
+        return .bytes(data)
+    }
+
+    /// Opens (or creates) a small control file of the container (a lock, a queue's state, a
+    /// cursor) for reading and writing: never through a link, never blocking on a FIFO, and only
+    /// if it is a regular file; anything else is refused with a clear error.
+    static func openControlFile(_ path: FilePath, create: Bool, permissions: FilePermissions) throws(WormholeError) -> FileDescriptor {
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(path, .readWrite, options: create ? [.create, .noFollow, .closeOnExec, .nonBlocking]
+                                                                           : [.noFollow, .closeOnExec, .nonBlocking],
+                                         permissions: permissions)
+        } catch {
+            let errno = error as? Errno ?? .ioError
+            if errno == .tooManySymbolicLinkLevels || errno == .noSuchAddressOrDevice {
+                throw WormholeError(.unsafeContainer, "\(path) is not a regular file (a link, socket or device); remove it")
+            }
+            throw .io("open \(path)", errno)
+        }
+        var info = stat()
+        guard fstat(fd.rawValue, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            _ = try? fd.close()
+            throw WormholeError(.unsafeContainer, "\(path) is not a regular file (a FIFO, directory or device); remove it")
+        }
+        return fd
     }
 
     /// Names in `directory` that do not start with '.', or [] if it does not exist.
@@ -175,12 +217,7 @@ final class FileLock {
 
     /// Opens (creating) `path` and takes the lock; `exclusive` for writers, shared for readers.
     init(_ path: FilePath, exclusive: Bool, permissions: FilePermissions) throws(WormholeError) {
-        do {
-            fd = try FileDescriptor.open(path, .readWrite, options: [.create, .noFollow, .closeOnExec],
-                                         permissions: permissions)
-        } catch {
-            throw .io("open lock \(path)", error as? Errno ?? .ioError)
-        }
+        fd = try PosixFiles.openControlFile(path, create: true, permissions: permissions)
         self.path = path
         try? PosixFiles.setExactPermissions(fd, permissions)
         while flock(fd.rawValue, exclusive ? LOCK_EX : LOCK_SH) != 0 {

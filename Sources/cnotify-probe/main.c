@@ -439,6 +439,14 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "state")) return cmd_state(argc, argv);
     if (!strcmp(cmd, "guard")) return cmd_guard(argc, argv);
     if (!strcmp(cmd, "reuse")) return cmd_reuse(argc, argv);
+    if (!strcmp(cmd, "stats")) return cmd_stats(argc, argv);
+    if (!strcmp(cmd, "count")) return cmd_count(argc, argv);
+    if (!strcmp(cmd, "raw-post")) return cmd_raw_post(argc, argv);
+    if (!strcmp(cmd, "forge-seq")) return cmd_forge_seq(argc, argv);
+    if (!strcmp(cmd, "replay")) return cmd_replay(argc, argv);
+    if (!strcmp(cmd, "token-after-destroy")) return cmd_token_after_destroy(argc, argv);
+    if (!strcmp(cmd, "flood-until-refused")) return cmd_flood_until_refused(argc, argv);
+    if (!strcmp(cmd, "post-loop")) return cmd_post_loop(argc, argv);
     fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
     return 64;
 }

@@ -14,5 +14,13 @@ int cmd_self(int argc, char **argv);
 int cmd_state(int argc, char **argv);
 int cmd_guard(int argc, char **argv);
 int cmd_reuse(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_count(int argc, char **argv);
+int cmd_raw_post(int argc, char **argv);
+int cmd_forge_seq(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
+int cmd_token_after_destroy(int argc, char **argv);
+int cmd_flood_until_refused(int argc, char **argv);
+int cmd_post_loop(int argc, char **argv);
 
 #endif

@@ -50,7 +50,9 @@ CNotify_center *CNotify_center_get_darwin_notify_center(void);
  */
 CNotify_center *CNotify_center_create(const char *bus, uint32_t *out_status);
 
-/* Stops a center made by CNotify_center_create: removes its observers and closes its bus. */
+/* Stops a center made by CNotify_center_create: removes its observers, cancels the tokens
+ * registered on it (CNotify_center_register_*: afterwards they answer
+ * NOTIFY_STATUS_INVALID_TOKEN, as after notify_cancel) and closes its bus. */
 void CNotify_center_destroy(CNotify_center *center);
 
 /* Adds `callback` for `name`; object and userInfo in the callback are always NULL. */
@@ -66,6 +68,9 @@ uint32_t CNotify_center_remove_every_observer(CNotify_center *center, const void
 /*
  * Posts `name`. Sent from the calling thread (no hand-off): posts from one thread reach the bus
  * in the order they were made. Returns NOTIFY_STATUS_SERVER_NOT_FOUND while no bus is reachable.
+ * Posts the bus has not taken yet are queued in the process up to 4 MiB; past that a post waits
+ * for the bus, and fails with NOTIFY_STATUS_FAILED if it took nothing for 5 s (a stopped or
+ * wedged dbus-daemon): memory stays bounded and the caller learns of it.
  */
 uint32_t CNotify_center_post(CNotify_center *center, const char *name);
 
@@ -89,9 +94,11 @@ const char *CNotify_center_bus_address(CNotify_center *center);
 typedef struct CNotify_stats {
     uint64_t received;   /* Post signals received from the bus */
     uint64_t delivered;  /* callback invocations */
-    uint64_t gaps;       /* posts missing from a sender's sequence (lost by the bus) */
+    uint64_t gaps;       /* posts missing from a sender's sequence (lost by the bus); one jump
+                          * adds at most 2^20, and a reconnect starts every sequence afresh */
     uint64_t reconnects; /* successful reconnections after a lost bus */
-    uint64_t rejected;   /* user.uid.N posts dropped: the bus says the sender is neither N nor root */
+    uint64_t rejected;   /* posts dropped as forged: user.uid.N not proven to come from N or root,
+                          * and `self.` names, which never come from the bus */
 } CNotify_stats;
 void CNotify_center_get_stats(CNotify_center *center, CNotify_stats *out);
 

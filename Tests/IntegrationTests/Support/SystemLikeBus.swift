@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A private dbus-daemon configured like a distribution's system bus (deny by default, as
 /// /usr/share/dbus-1/system.conf) plus our policy file, docs/dbus/org.darwinnotify.conf, with a
@@ -7,8 +8,11 @@ import Foundation
 final class SystemLikeBus: Sendable {
     let directory: String
     let address: String
-    private let daemon: ChildProcess
+    private let daemon: Mutex<ChildProcess>
+    private let config: String
     static let nobody: UInt32 = 65534
+    /// A third uid, for "someone else's file must not lock a writer out".
+    static let third: UInt32 = 1 // "daemon": a uid dbus-daemon knows (it refuses uids with no passwd entry)
 
     init() throws {
         directory = try makeTemporaryDirectory("sysbus")
@@ -18,7 +22,7 @@ final class SystemLikeBus: Sendable {
             .deletingLastPathComponent().deletingLastPathComponent().path
         let policy = root + "/docs/dbus/org.darwinnotify.conf"
         guard FileManager.default.fileExists(atPath: policy) else { throw TestFailure("no policy file at \(policy)") }
-        let config = directory + "/system.conf"
+        config = directory + "/system.conf"
         try """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -43,12 +47,23 @@ final class SystemLikeBus: Sendable {
         """.write(toFile: config, atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: directory + "/state", withIntermediateDirectories: false)
         chmod(directory + "/state", 0o1777)
-        daemon = try TestBus.startDaemon(config: config)
+        daemon = Mutex(try TestBus.startDaemon(config: config))
     }
 
     deinit {
-        daemon.kill()
+        daemon.withLock { $0.kill() }
         try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Kills the daemon (as abruptly as a crash) and starts a new one on the same address: a new
+    /// instance, which hands out the same unique names (:1.1, …) again.
+    func restart() throws {
+        try daemon.withLock { child in
+            child.kill()
+            _ = try child.waitForExit(timeout: 10)
+            try? FileManager.default.removeItem(atPath: directory + "/bus")
+            child = try TestBus.startDaemon(config: config)
+        }
     }
 
     /// The environment of a client of this bus, root or not.
@@ -58,8 +73,13 @@ final class SystemLikeBus: Sendable {
 
     /// Runs a product (or an absolute path) as uid/gid 65534, with no supplementary groups.
     func runAsNobody(_ executable: String, _ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+        try runAs(SystemLikeBus.nobody, executable, arguments)
+    }
+
+    /// Runs a product (or an absolute path) as `uid` (and the same gid), with no supplementary groups.
+    func runAs(_ uid: UInt32, _ executable: String, _ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
         let path = executable.hasPrefix("/") ? executable : ChildProcess.productsDirectory + "/" + executable
-        return try run("/usr/bin/setpriv", ["--reuid=\(SystemLikeBus.nobody)", "--regid=\(SystemLikeBus.nobody)", "--clear-groups", "--", path] + arguments,
+        return try run("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", path] + arguments,
                        environment: environment.merging(["HOME": "/nonexistent", "XDG_RUNTIME_DIR": ""]) { $1 })
     }
 

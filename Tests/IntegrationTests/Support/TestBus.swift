@@ -61,6 +61,17 @@ final class TestBus: Sendable {
         try start()
     }
 
+    /// The address as the running daemon printed it (`--print-address`): with `,guid=…`, which
+    /// pins this instance, as dbus-launch and `dbus-daemon --print-address` give it to users.
+    var printedAddress: String {
+        daemon.withLock { $0?.lines.first { $0.hasPrefix("unix:") } } ?? address
+    }
+
+    /// Sends `signal` to the daemon (SIGSTOP: a bus that takes nothing; SIGCONT: it resumes).
+    func signal(_ signal: Int32) {
+        daemon.withLock { if let pid = $0?.pidValue { Foundation.kill(pid, signal) } }
+    }
+
     deinit {
         try? kill()
         try? FileManager.default.removeItem(atPath: directory)
