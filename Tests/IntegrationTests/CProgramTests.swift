@@ -14,7 +14,10 @@ extension IntegrationSuites {
             let products = ChildProcess.productsDirectory
             try #require(FileManager.default.fileExists(atPath: products + "/libCNotify.so"), "build the CNotify product first")
             let out = try makeTemporaryDirectory("cprog") + "/macos_style"
-            let cc = try run("/usr/bin/cc", ["-Wall", "-Werror", root + "/Tests/Fixtures/macos_style.c",
+            // In the sanitizer lane (.ci/sanitize) the library is instrumented: the program links
+            // the sanitizer's runtime too, as any program using that build must.
+            let sanitizer = ProcessInfo.processInfo.environment["DARWIN_NOTIFY_SANITIZER"].map { ["-fsanitize=" + $0] } ?? []
+            let cc = try run("/usr/bin/cc", sanitizer + ["-Wall", "-Werror", root + "/Tests/Fixtures/macos_style.c",
                                              "-I", root + "/Shims/CNotify/include", "-L", products, "-lCNotify",
                                              "-Wl,-rpath," + products, "-o", out])
             #expect(cc.status == 0, "cc: \(cc.err)")

@@ -60,5 +60,27 @@ extension IntegrationSuites {
             #expect(post.status == 0, "\(post.err)")
             #expect(try run("notifyutil", ["--bus-status"], environment: env).out.hasPrefix("running "))
         }
+
+        @Test("--bus-stop while a watcher runs: one daemon afterwards, the truth from --bus-status, and the watcher still hears")
+        func stopUnderWatchers() throws {
+            defer { stop() }
+            #expect(try run("notifyutil", ["--bus-start"], environment: env).status == 0)
+            let watcher = try ChildProcess("notifyutil", ["-w", "k"], environment: env)
+            try repeatUntil("the watcher to hear k", action: {
+                _ = try run("notifyutil", ["-z", "0", "-p", "k"], environment: env)
+            }, done: { watcher.lines.contains("k") })
+            let heard = watcher.lines.count
+            #expect(try run("notifyutil", ["--bus-stop"], environment: env).status == 0)
+            // The watcher reconnects (starting the bus again, as any client does); a poster then
+            // reaches the same daemon, never a second one.
+            try repeatUntil("the watcher to hear k after --bus-stop", action: {
+                _ = try run("notifyutil", ["-z", "0", "-p", "k"], environment: env)
+            }, done: { watcher.lines.count > heard })
+            let daemons = try run("/usr/bin/pgrep", ["-f", "--", "config-file=\(runtime)/darwin-notify/bus.conf"])
+            #expect(daemons.out.split(separator: "\n").count == 1, "daemons: \(daemons.out)")
+            #expect(try run("notifyutil", ["--bus-status"], environment: env).out.hasPrefix("running "))
+            watcher.kill()
+            _ = try? watcher.waitForExit()
+        }
     }
 }

@@ -62,7 +62,10 @@ extension IntegrationSuites {
             #expect(verdict.hasPrefix("refused after"), "every post was accepted by a stopped bus: \(verdict)")
             #expect(verdict.contains(" 1000000 ") && verdict.contains("has not taken"), "status FAILED with the reason: \(verdict)")
             let peak = Int(verdict.split(separator: "=").last ?? "") ?? .max
-            #expect(peak < 40_000, "peak resident memory \(peak) KiB")
+            // Under AddressSanitizer freed memory is held in its quarantine: no measure of ours.
+            if ProcessInfo.processInfo.environment["DARWIN_NOTIFY_SANITIZER"] == nil {
+                #expect(peak < 40_000, "peak resident memory \(peak) KiB")
+            }
             #expect(try poster.waitForExit() == 0)
             // Every post that was accepted (the first, then N-1 more) reaches the observer.
             let accepted = Int(verdict.dropFirst("refused after ".count).prefix { $0.isNumber }) ?? 0
@@ -119,9 +122,11 @@ extension IntegrationSuites {
             #expect(try observer.waitForExit() == 0, "stderr: \(observer.stderr)")
         }
 
-        @Test("20 bus restarts under load with a guid address: back within 1 s each time, no phantom gaps, nothing rejected")
-        func twentyRestartsUnderLoad() throws {
-            let env = ["DARWIN_NOTIFY_BUS": bus.printedAddress, "DARWIN_NOTIFY_STATE_DIR": bus.directory + "/state"]
+        @Test("20 bus restarts under load: back within 1 s each time, no phantom gaps, nothing rejected",
+              arguments: ["plain address", "address with guid"])
+        func twentyRestartsUnderLoad(address: String) throws {
+            let env = ["DARWIN_NOTIFY_BUS": address == "plain address" ? bus.address : bus.printedAddress,
+                       "DARWIN_NOTIFY_STATE_DIR": bus.directory + "/state"]
             let observer = try ChildProcess("cnotify-probe", ["count", "soak.x"], environment: env, stdin: true)
             try observer.waitForLine("ready")
             let poster = try ChildProcess("cnotify-probe", ["post-loop", "soak.x", "500"], environment: env, stdin: true)
@@ -138,7 +143,7 @@ extension IntegrationSuites {
                 try repeatUntil(timeout: 20, interval: 0.005, "delivery after a restart", action: {}, done: { delivered() > before })
                 slowest = max(slowest, Date().timeIntervalSince(back))
                 let settle = delivered()
-                try repeatUntil("load to resume", action: {}, done: { delivered() > settle + 20 })
+                try repeatUntil("load to resume", action: {}, done: { delivered() > settle + 200 })
             }
             poster.closeStdin()
             let summary = try poster.waitForLine(timeout: 30) { $0.hasPrefix("posted=") }
@@ -150,6 +155,7 @@ extension IntegrationSuites {
                 let kv = pair.split(separator: "=")
                 return kv.count == 2 ? (String(kv[0]), Int(kv[1]) ?? -1) : nil
             })
+            print("restart soak (\(address)): slowest return \(slowest) s; \(summary); \(last)")
             #expect(slowest < 1.0, "slowest return after a restart: \(slowest) s")
             #expect(fields["reconnects"] == 20, "\(last)")
             #expect(fields["rejected"] == 0, "\(last)")
