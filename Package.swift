@@ -1,5 +1,11 @@
 // swift-tools-version: 6.0
+import Foundation
 import PackageDescription
+
+// One version for everything (the library, both CLIs, darwin-notify.pc, the man pages, the
+// Debian package): the VERSION file, which the Makefile reads too.
+let version = ((try? String(contentsOfFile: Context.packageDirectory + "/VERSION", encoding: .utf8)) ?? "0.0.0")
+    .trimmingCharacters(in: .whitespacesAndNewlines)
 
 // notifyutil is linked statically (below), which sanitizer builds cannot do: `swift build
 // --sanitize=address|thread|undefined` needs DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL=1 (.ci/sanitize does
@@ -34,7 +40,7 @@ let package = Package(
             dependencies: ["CDBus"],
             path: "Shims/CNotify",
             publicHeadersPath: "include",
-            cSettings: [.define("_GNU_SOURCE")],
+            cSettings: [.define("_GNU_SOURCE"), .define("DARWIN_NOTIFY_VERSION", to: "\"\(version)\"")],
             // Not libdispatch: notify_register_dispatch finds it at run time (dispatch_api.c).
             linkerSettings: [.linkedLibrary("dbus-1"), .linkedLibrary("pthread")]
         ),

@@ -38,12 +38,41 @@ static uint32_t validate_address(const char *address, const char *origin) {
     return NOTIFY_STATUS_OK;
 }
 
+const char *cn_system_state_dir(void) {
+    const char *dir = getenv("DARWIN_NOTIFY_SYSTEM_STATE_DIR");
+    return dir && dir[0] == '/' ? dir : "/run/darwin-notify/state";
+}
+
+const char *cn_system_bus_address(void) {
+    const char *address = getenv("DBUS_SYSTEM_BUS_ADDRESS");
+    return address && address[0] ? address : "unix:path=/run/dbus/system_bus_socket";
+}
+
+static int socket_answers(const char *path);
+
+/* Installed system-wide (the policy file and the tmpfiles.d entry that makes the shared state
+ * directory) and with the system bus up, the default is the system bus, as Apple's Darwin center
+ * is system-wide; otherwise the per-user embedded bus. Only unix:path= system addresses are
+ * probed (a connect, no D-Bus traffic); another form counts as reachable. */
+static int system_bus_is_default(void) {
+    struct stat st;
+    if (stat(cn_system_state_dir(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    const char *address = cn_system_bus_address();
+    if (strncmp(address, "unix:path=", 10) != 0) return 1;
+    char path[PATH_MAX];
+    size_t n = strcspn(address + 10, ",;");
+    if (n >= sizeof path) return 0;
+    memcpy(path, address + 10, n);
+    path[n] = '\0';
+    return socket_answers(path);
+}
+
 uint32_t cn_resolve_bus(const char *spec, cn_bus_kind *kind, char **out_address) {
     const char *origin = "bus address";
     if (spec == NULL || spec[0] == '\0') {
         spec = getenv("DARWIN_NOTIFY_BUS");
         origin = "DARWIN_NOTIFY_BUS";
-        if (spec == NULL || spec[0] == '\0') spec = "embedded";
+        if (spec == NULL || spec[0] == '\0') spec = system_bus_is_default() ? "system" : "embedded";
     }
     *out_address = NULL;
     if (strcmp(spec, "embedded") == 0) {
@@ -59,8 +88,7 @@ uint32_t cn_resolve_bus(const char *spec, cn_bus_kind *kind, char **out_address)
             return NOTIFY_STATUS_SERVER_NOT_FOUND;
         }
     } else if (strcmp(spec, "system") == 0) {
-        address = getenv("DBUS_SYSTEM_BUS_ADDRESS");
-        if (address == NULL || address[0] == '\0') address = "unix:path=/run/dbus/system_bus_socket";
+        address = cn_system_bus_address();
     }
     uint32_t st = validate_address(address, origin);
     if (st != NOTIFY_STATUS_OK) return st;
@@ -412,6 +440,11 @@ uint32_t CNotify_embedded_bus_stop(void) {
     flock(lfd, LOCK_UN);
     close(lfd);
     if (stopped < 0) return NOTIFY_STATUS_FAILED;
+    if (stopped == 0 && socket_answers(sock)) {
+        cn_set_error("the bus at %s answers, but DarwinNotify did not start it (socket-activated by systemd?); "
+                     "stop it with: systemctl --user stop darwin-notify.socket darwin-notify.service", sock);
+        return NOTIFY_STATUS_FAILED;
+    }
     if (stopped == 0) {
         cn_set_error("the embedded bus is not running (%s)", sock);
         return NOTIFY_STATUS_SERVER_NOT_FOUND;
@@ -429,5 +462,30 @@ uint32_t CNotify_embedded_bus_status(int *running, char *out_address, size_t out
     snprintf(addr, sizeof addr, "unix:path=%s", sock);
     copy_out(out_address, out_len, addr);
     if (running) *running = socket_answers(sock);
+    return NOTIFY_STATUS_OK;
+}
+
+uint32_t CNotify_default_bus(char *out_scope, size_t scope_len, char *out_address, size_t address_len) {
+    cn_clear_error();
+    const char *env = getenv("DARWIN_NOTIFY_BUS");
+    const char *scope;
+    if (env && env[0]) scope = "DARWIN_NOTIFY_BUS";
+    else if (system_bus_is_default()) scope = "system";
+    else scope = "embedded";
+    cn_bus_kind kind;
+    char *address = NULL;
+    uint32_t st = cn_resolve_bus(NULL, &kind, &address);
+    if (st != NOTIFY_STATUS_OK) return st;
+    copy_out(out_scope, scope_len, scope);
+    if (kind == CN_BUS_EMBEDDED) {
+        char dir[PATH_MAX], sock[PATH_MAX + 8];
+        if ((st = embedded_paths(dir, sizeof dir, sock, sizeof sock)) != NOTIFY_STATUS_OK) return st;
+        char addr[PATH_MAX + 32];
+        snprintf(addr, sizeof addr, "unix:path=%s", sock);
+        copy_out(out_address, address_len, addr);
+    } else {
+        copy_out(out_address, address_len, address);
+    }
+    free(address);
     return NOTIFY_STATUS_OK;
 }

@@ -75,6 +75,10 @@ uint32_t cn_resolve_bus(const char *spec, cn_bus_kind *kind, char **out_address)
 /* Makes sure the embedded dbus-daemon runs (starting it under a lock) and returns its address. */
 uint32_t cn_embedded_ensure(char **out_address);
 uint32_t cn_embedded_runtime_dir(char *out, size_t len);
+/* The system-wide state directory (DARWIN_NOTIFY_SYSTEM_STATE_DIR, else /run/darwin-notify/state:
+ * made by the installed tmpfiles.d entry) and the system bus's address. */
+const char *cn_system_state_dir(void);
+const char *cn_system_bus_address(void);
 /* `address` without its guid= keys (a restarted daemon has a new guid): malloc'd, NULL if OOM. */
 char *cn_address_without_guid(const char *address);
 

@@ -120,11 +120,9 @@ static uint32_t state_dir(CNotify_center *c, char *out, size_t len, struct stat 
         snprintf(out, len, "%s/state", runtime);
         return make_dir(out, 0700, st);
     }
-    const char *system = getenv("DBUS_SYSTEM_BUS_ADDRESS");
-    if (!system || !system[0]) system = "unix:path=/run/dbus/system_bus_socket";
-    int is_system = strcmp(address, system) == 0;
-    if (is_system && access("/run/darwin-notify/state", F_OK) == 0) {
-        snprintf(out, len, "/run/darwin-notify/state");
+    int is_system = strcmp(address, cn_system_bus_address()) == 0;
+    if (is_system && access(cn_system_state_dir(), F_OK) == 0) {
+        snprintf(out, len, "%s", cn_system_state_dir());
         free(address);
         return check_state_dir(out, st);
     }

@@ -1,5 +1,9 @@
 import CNotify
 
+/// The library's version, "MAJOR.MINOR.PATCH" (`CNotify_version`; the VERSION file of the source
+/// tree), which both CLIs print for `--version`.
+public let darwinNotifyVersion = String(cString: CNotify_version())
+
 /// The embedded bus: a per-user dbus-daemon that DarwinNotify starts on first use.
 public enum EmbeddedBus {
     public struct Status: Sendable, Equatable {
@@ -15,6 +19,16 @@ public enum EmbeddedBus {
         var directory = [CChar](repeating: 0, count: 4200)
         try NotifyError.check(CNotify_embedded_bus_status(&running, &address, address.count, &directory, directory.count))
         return Status(running: running != 0, address: decode(address), directory: decode(directory))
+    }
+
+    /// Which bus a center with no address uses (`CNotify_default_bus`): `scope` is
+    /// "DARWIN_NOTIFY_BUS", "system" (installed system-wide and the system bus answers) or
+    /// "embedded".
+    public static func defaultBus() throws -> (scope: String, address: String) {
+        var scope = [CChar](repeating: 0, count: 64)
+        var address = [CChar](repeating: 0, count: 4200)
+        try NotifyError.check(CNotify_default_bus(&scope, scope.count, &address, address.count))
+        return (decode(scope), decode(address))
     }
 
     /// Starts it unless it runs; returns its address (`CNotify_embedded_bus_start`).

@@ -51,6 +51,8 @@ public struct Invocation: Equatable, Sendable {
     public var napMilliseconds = 100
     public var bus: String?
     public var showHelp = false
+    /// `--version`: print the version and exit.
+    public var showVersion = false
 
     public init() {}
 }
@@ -86,6 +88,7 @@ public enum InvocationParser {
         --bus-status   report whether the embedded bus runs, and its address
         --bus-start    start the embedded bus if it is not running
         --bus-stop     stop the embedded bus
+        --version      print the version and exit
     """
 
     public static func parse(_ arguments: [String]) throws(UsageError) -> Invocation {
@@ -102,6 +105,7 @@ public enum InvocationParser {
             let arg = arguments[i]
             switch arg {
             case "-h", "-help", "--help": result.showHelp = true
+            case "--version": result.showVersion = true
             case "-q": result.output = .quiet
             case "-v": result.output = .verbose
             case "-M", "-R": break

@@ -62,6 +62,12 @@ public final class Runner: Sendable {
                 case .busStatus:
                     let status = try EmbeddedBus.status()
                     out("\(status.running ? "running" : "stopped") \(status.address)\n")
+                    let scope = try EmbeddedBus.defaultBus()
+                    switch scope.scope {
+                    case "system": out("scope: system \(scope.address) (installed system-wide; the default for every user)\n")
+                    case "embedded": out("scope: embedded \(scope.address) (per user; the default)\n")
+                    default: out("scope: \(scope.scope) \(scope.address)\n")
+                    }
                 case .busStart:
                     out("\(try EmbeddedBus.start())\n")
                 case .busStop:

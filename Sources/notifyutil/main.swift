@@ -1,4 +1,5 @@
 // notifyutil: Apple's notification utility on Linux. Parsing and running live in NotifyUtilCore.
+import DarwinNotify
 import NotifyUtilCore
 
 #if canImport(Glibc)
@@ -11,6 +12,10 @@ do {
 } catch {
     StandardStreams.err("notifyutil: \(error)\n\(InvocationParser.usage)\n")
     exit(64)
+}
+if invocation.showVersion {
+    StandardStreams.out("notifyutil (DarwinNotify) \(darwinNotifyVersion)\n")
+    exit(0)
 }
 if invocation.showHelp || invocation.commands.isEmpty {
     (invocation.showHelp ? StandardStreams.out : StandardStreams.err)(InvocationParser.usage + "\n")

@@ -10,6 +10,7 @@ struct WormholeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "wormhole",
         abstract: "Pass messages with JSON payloads between processes through a group container.",
+        version: "wormhole (DarwinNotify) \(darwinNotifyVersion)",
         subcommands: [Pass.self, Read.self, Listen.self, Clear.self, ClearAll.self, List.self]
     )
 

@@ -127,11 +127,19 @@ uint32_t CNotify_center_register_handler(CNotify_center *center, const char *nam
 uint32_t CNotify_center_get_state(CNotify_center *center, const char *name, uint64_t *state);
 uint32_t CNotify_center_set_state(CNotify_center *center, const char *name, uint64_t state);
 
+/* The library's version, "MAJOR.MINOR.PATCH" (the VERSION file of the source tree). */
+const char *CNotify_version(void);
+
 /* A sentence about the latest failure on this thread ("" if none). */
 const char *CNotify_last_error(void);
 
 /* Apple-style name of a status code ("Invalid Name", ...). */
 const char *CNotify_status_string(uint32_t status);
+
+/* Which bus a center made with no address uses, and why: *scope is "DARWIN_NOTIFY_BUS" (the
+ * variable names it), "system" (installed system-wide: the shared state directory exists and the
+ * system bus answers), or "embedded" (the per-user bus, started on first use). */
+uint32_t CNotify_default_bus(char *out_scope, size_t scope_len, char *out_address, size_t address_len);
 
 /* Embedded bus control (used by notifyutil). Each returns a status and fills `out` (may be NULL). */
 uint32_t CNotify_embedded_bus_start(char *out_address, size_t out_len);

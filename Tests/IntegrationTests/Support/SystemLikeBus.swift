@@ -1,8 +1,8 @@
 import Foundation
 import Synchronization
 
-/// A private dbus-daemon configured like a distribution's system bus (deny by default, as
-/// /usr/share/dbus-1/system.conf) plus our policy file, docs/dbus/org.darwinnotify.conf, with a
+/// A private dbus-daemon configured like a distribution's system bus (/usr/share/dbus-1/system.conf:
+/// method calls denied, signals allowed, only Hello to the bus driver) plus our policy file, docs/dbus/org.darwinnotify.conf, with a
 /// socket and a sticky state directory that other uids can reach. Processes run as root or,
 /// through setpriv, as `nobody` (65534).
 final class SystemLikeBus: Sendable {
@@ -34,8 +34,8 @@ final class SystemLikeBus: Sendable {
             <allow user="*"/>
             <deny own="*"/>
             <deny send_type="method_call"/>
-            <deny send_type="signal"/>
-            <deny receive_type="signal"/>
+            <allow send_type="signal"/>
+            <allow receive_type="signal"/>
             <allow send_requested_reply="true" send_type="method_return"/>
             <allow send_requested_reply="true" send_type="error"/>
             <allow receive_type="method_return"/>
