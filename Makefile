@@ -47,7 +47,7 @@ HEADERS := Shims/CNotify/include/notify.h Shims/CNotify/include/darwin_notify.h
 MANPAGES := $(wildcard man/*.1 man/*.3 man/*.7)
 CLIS := notifyutil wormhole
 
-.PHONY: all lib cli data install install-lib install-cli install-data uninstall deb clean check-symbols
+.PHONY: all lib cli data FORCE install install-lib install-cli install-data uninstall deb clean check-symbols
 
 all: lib data $(if $(filter 1,$(WITH_CLI)),cli)
 
@@ -69,7 +69,7 @@ $(BUILD)/$(LIBNAME).a: $(OBJS)
 	rm -f $@
 	$(AR) rcs $@ $(OBJS)
 
-$(BUILD)/darwin-notify.pc: packaging/darwin-notify.pc.in VERSION
+$(BUILD)/darwin-notify.pc: packaging/darwin-notify.pc.in VERSION FORCE
 	@mkdir -p $(BUILD)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' $< > $@
@@ -80,28 +80,30 @@ check-symbols: $(BUILD)/$(REALNAME)
 	if [ -n "$$bad" ]; then echo "exported beyond the public API: $$bad"; exit 1; fi; echo "exports: public API only"
 
 # Man pages, units and completions with the version and paths filled in.
-data: $(BUILD)/data.stamp
-$(BUILD)/data.stamp: $(MANPAGES) systemd/* completions/* VERSION
+# Always made anew (it is quick): the paths depend on PREFIX and DATADIR, not only on files.
+data:
 	@mkdir -p $(BUILD)/man $(BUILD)/systemd
 	for page in $(MANPAGES); do sed 's|@VERSION@|$(VERSION)|g' $$page > $(BUILD)/$$page; done
 	sed 's|@DATADIR@|$(DATADIR)|g' systemd/darwin-notify.service.in > $(BUILD)/systemd/darwin-notify.service
 	cp systemd/darwin-notify.socket systemd/user-bus.conf $(BUILD)/systemd/
-	@touch $@
 
 # The CLIs: release builds. wormhole links the Swift runtime statically, so the installed tool
 # needs no Swift toolchain; notifyutil is a static executable already (Package.swift).
+# Its own scratch directory: a `swift test` of the checkout (which runs this Makefile) holds .build.
+SWIFT_SCRATCH ?= .build-release
+SWIFT_RELEASE := swift build -c release --scratch-path $(SWIFT_SCRATCH) --static-swift-stdlib
 cli:
 ifeq ($(NOTIFYUTIL_STATIC),1)
-	swift build -c release --product notifyutil
+	$(SWIFT_RELEASE) --product notifyutil
 else
-	DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL=1 swift build -c release --product notifyutil --static-swift-stdlib
+	DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL=1 $(SWIFT_RELEASE) --product notifyutil
 endif
-	swift build -c release --product wormhole --static-swift-stdlib
+	$(SWIFT_RELEASE) --product wormhole
 	@mkdir -p $(BUILD)/completions
 	# Completions are sourced, not run: no #! line.
-	.build/release/wormhole --generate-completion-script bash | sed '1{/^#!/d}' > $(BUILD)/completions/wormhole.bash
-	.build/release/wormhole --generate-completion-script zsh > $(BUILD)/completions/_wormhole
-	.build/release/wormhole --generate-completion-script fish > $(BUILD)/completions/wormhole.fish
+	$(SWIFT_SCRATCH)/release/wormhole --generate-completion-script bash | sed '1{/^#!/d}' > $(BUILD)/completions/wormhole.bash
+	$(SWIFT_SCRATCH)/release/wormhole --generate-completion-script zsh > $(BUILD)/completions/_wormhole
+	$(SWIFT_SCRATCH)/release/wormhole --generate-completion-script fish > $(BUILD)/completions/wormhole.fish
 
 install: install-lib install-data $(if $(filter 1,$(WITH_CLI)),install-cli)
 
@@ -133,7 +135,7 @@ install-data: data
 
 install-cli: cli
 	install -d $(DESTDIR)$(BINDIR)
-	install -m 0755 .build/release/notifyutil .build/release/wormhole $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(SWIFT_SCRATCH)/release/notifyutil $(SWIFT_SCRATCH)/release/wormhole $(DESTDIR)$(BINDIR)/
 	install -m 0644 $(BUILD)/completions/wormhole.bash $(DESTDIR)$(DATADIR)/bash-completion/completions/wormhole
 	install -m 0644 $(BUILD)/completions/_wormhole $(DESTDIR)$(DATADIR)/zsh/vendor-completions/_wormhole
 	install -m 0644 $(BUILD)/completions/wormhole.fish $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/wormhole.fish
@@ -157,3 +159,5 @@ deb:
 
 clean:
 	rm -rf $(BUILD)
+
+FORCE:

@@ -20,8 +20,13 @@ public final class Wormhole: Sendable {
 
     /// Opens the wormhole `directory` of a group container, creating its folders.
     /// - Parameters:
+    ///   - group: the group's identifier, as an App Group's (`[A-Za-z0-9._-]`, up to 128 bytes).
+    ///   - directory: the wormhole's folder inside the container (MMWormhole's optional directory).
+    ///   - transiting: how messages are kept: the latest per identifier (`.file`), the same under a
+    ///     lock (`.coordinated`), or every message in order (`.queue`).
     ///   - container: where the group's files are; by default found from `group` (see
     ///     `GroupContainer`).
+    ///   - configuration: payload limit, durability and queue retention.
     ///   - center: the notification center that announces messages; `.default` is the process's.
     /// - Throws: `.invalidGroup`, `.invalidIdentifier` (directory), `.unsafeContainer`, `.io`.
     public init(group: String, directory: String = "wormhole", transiting: Transiting = .file,
@@ -185,7 +190,11 @@ public final class Wormhole: Sendable {
     /// With `queue` transiting, a `name` makes the listener durable: it first receives what was
     /// passed while it was not running, and a later listener of that name resumes after the
     /// last message whose handler returned.
-    /// - Parameter queue: where `handler` runs; by default a serial queue of this listener.
+    /// - Parameters:
+    ///   - identifier: the message identifier to listen for.
+    ///   - name: a durable listener's name (`.queue` transiting only), or nil.
+    ///   - queue: where `handler` runs; by default a serial queue of this listener.
+    ///   - handler: called with each message, or with the error that stood in its place.
     public func listen(for identifier: String, name: String? = nil, queue: DispatchQueue? = nil,
                        handler: @escaping @Sendable (Result<WormholeMessage, WormholeError>) -> Void)
         throws(WormholeError) -> WormholeListener {

@@ -34,7 +34,9 @@ extension IntegrationSuites {
                 .filter { $0.hasSuffix(".c") }.map { root + "/Shims/CNotify/" + $0 }
             let flags = try run("/usr/bin/pkg-config", ["--cflags", "--libs", "dbus-1"]).out
                 .split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
-            let lib = try run("/usr/bin/cc", ["-O2", "-shared", "-fPIC", "-D_GNU_SOURCE"] + sources + flags + ["-lpthread", "-o", dir + "/libCNotify.so"])
+            let version = try String(contentsOfFile: root + "/VERSION", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let lib = try run("/usr/bin/cc", ["-O2", "-shared", "-fPIC", "-D_GNU_SOURCE", "-DDARWIN_NOTIFY_VERSION=\"\(version)\""] + sources + flags
+                                              + ["-lpthread", "-o", dir + "/libCNotify.so"])
             #expect(lib.status == 0, "cc: \(lib.err)")
             let deps = try run("/usr/bin/ldd", [dir + "/libCNotify.so"])
             #expect(!deps.out.contains("swift"), "links the Swift runtime: \(deps.out)")

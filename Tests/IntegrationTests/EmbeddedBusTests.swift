@@ -7,7 +7,7 @@ extension IntegrationSuites {
     struct EmbeddedBusTests {
         /// A fresh XDG_RUNTIME_DIR, so the test never touches the user's embedded bus.
         let runtime: String
-        var env: [String: String] { ["XDG_RUNTIME_DIR": runtime, "DARWIN_NOTIFY_BUS": ""] }
+        var env: [String: String] { ["XDG_RUNTIME_DIR": runtime, "DARWIN_NOTIFY_BUS": "embedded"] }
 
         init() throws {
             runtime = try makeTemporaryDirectory("embedded")
