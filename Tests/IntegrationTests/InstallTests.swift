@@ -90,6 +90,64 @@ extension IntegrationSuites {
             }
         }
 
+        @Test("make uninstall with the same PREFIX and DESTDIR leaves no file behind")
+        func uninstall() throws {
+            let destdir = try makeTemporaryDirectory("uninstall")
+            let root = InstallTests.root
+            let install = try run("/usr/bin/make", ["-C", root, "install", "PREFIX=/usr", "DESTDIR=" + destdir], timeout: 1200)
+            #expect(install.status == 0, "\(install.err.suffix(2000))")
+            #expect(FileManager.default.fileExists(atPath: destdir + "/usr/bin/notifyutil"))
+            let uninstall = try run("/usr/bin/make", ["-C", root, "uninstall", "PREFIX=/usr", "DESTDIR=" + destdir])
+            #expect(uninstall.status == 0, "\(uninstall.err)")
+            let left = try run("/usr/bin/find", [destdir, "-type", "f", "-o", "-type", "l"]).out
+            #expect(left.isEmpty, "left after make uninstall: \(left)")
+        }
+
+        // In this suite, not its own: two makes at once would share build/ and .build-release.
+        @Test("make deb builds a package lintian finds no error in; dpkg -i installs a working notifyutil; dpkg -r removes it all",
+              .enabled(if: geteuid() == 0, "dpkg -i needs root"))
+        func debianPackage() throws {
+            let root = InstallTests.root
+            if (try? run("/usr/bin/dpkg-query", ["-W", "-f=${db:Status-Abbrev}", "darwin-notify"]))?.out.hasPrefix("ii") == true {
+                Issue.record("darwin-notify is installed on this machine already: not touching it")
+                return
+            }
+            let made = try run("/usr/bin/make", ["--no-print-directory", "-C", root, "deb"], timeout: 1200)
+            #expect(made.status == 0, "\(made.err.suffix(3000))")
+            let deb = root + "/" + (made.out.split(separator: "\n").last.map(String.init) ?? "")
+            try #require(FileManager.default.fileExists(atPath: deb), "no package at \(deb): \(made.out.suffix(500))")
+            let lintian = try run("/usr/bin/lintian", [deb], timeout: 300)
+            let errors = lintian.out.split(separator: "\n").filter { $0.hasPrefix("E:") }
+            #expect(errors.isEmpty, "lintian: \(errors)")
+            let fields = try run("/usr/bin/dpkg-deb", ["-f", deb, "Version", "Depends"]).out
+            #expect(fields.contains("Version: \(InstallTests.version)") && fields.contains("libdbus-1-3") && fields.contains("dbus-daemon"), "\(fields)")
+            let contents = try run("/usr/bin/dpkg-deb", ["-c", deb]).out
+            for path in ["./usr/share/dbus-1/system.d/org.darwinnotify.conf", "./usr/lib/tmpfiles.d/darwin-notify.conf",
+                         "./usr/lib/systemd/user/darwin-notify.socket", "./usr/share/man/man3/notify_post.3.gz",
+                         "./usr/share/bash-completion/completions/notifyutil", "/libdarwin-notify.so.\(InstallTests.version)",
+                         "./usr/include/darwin-notify/notify.h", "/pkgconfig/darwin-notify.pc"] {
+                #expect(contents.contains(path), "\(path) is not in the package")
+            }
+            let install = try run("/usr/bin/dpkg", ["-i", deb], timeout: 120)
+            defer { _ = try? run("/usr/bin/dpkg", ["-P", "darwin-notify"], timeout: 120) }
+            #expect(install.status == 0, "dpkg -i: \(install.err)")
+            #expect(try run("/usr/bin/notifyutil", ["--version"]).out == "notifyutil (DarwinNotify) \(InstallTests.version)\n")
+            let bus = try TestBus()
+            let observer = try ChildProcess("/usr/bin/notifyutil", ["-1", "deb.x"], environment: bus.environment)
+            try repeatUntil("the installed notifyutil to hear itself", action: {
+                _ = try run("/usr/bin/notifyutil", ["-z", "0", "-p", "deb.x"], environment: bus.environment)
+            }, done: { !observer.isRunning })
+            #expect(observer.lines == ["deb.x"])
+            let remove = try run("/usr/bin/dpkg", ["-r", "darwin-notify"], timeout: 120)
+            #expect(remove.status == 0, "dpkg -r: \(remove.err)")
+            for path in ["/usr/bin/notifyutil", "/usr/bin/wormhole", "/usr/include/darwin-notify", "/usr/share/darwin-notify"] {
+                #expect(!FileManager.default.fileExists(atPath: path), "\(path) is left after dpkg -r")
+            }
+            let status = try run("/usr/bin/dpkg-query", ["-W", "-f=${db:Status-Abbrev}", "darwin-notify"]).out
+            #expect(!status.hasPrefix("ii"), "still installed: \(status)")
+            #expect(try run("/usr/bin/dpkg", ["-P", "darwin-notify"], timeout: 120).status == 0)
+        }
+
         @Test("the socket-activated bus: the first post starts it, a second client shares it, it comes back after a kill")
         func socketActivation() throws {
             let destdir = try staging()
@@ -138,52 +196,6 @@ extension IntegrationSuites {
             #expect(after.count == 1 && after.first != pid, "\(after)")
             #expect(!FileManager.default.fileExists(atPath: runtime + "/darwin-notify/bus.pid"), "the library started a daemon of its own")
             watcher.kill()
-        }
-    }
-
-    @Suite("The Debian package", .serialized, .enabled(if: geteuid() == 0, "dpkg -i needs root"))
-    struct DebianPackageTests {
-        @Test("make deb builds a package lintian finds no error in; dpkg -i installs a working notifyutil; dpkg -r removes it all")
-        func debianPackage() throws {
-            let root = InstallTests.root
-            if (try? run("/usr/bin/dpkg-query", ["-W", "-f=${db:Status-Abbrev}", "darwin-notify"]))?.out.hasPrefix("ii") == true {
-                Issue.record("darwin-notify is installed on this machine already: not touching it")
-                return
-            }
-            let made = try run("/usr/bin/make", ["--no-print-directory", "-C", root, "deb"], timeout: 1200)
-            #expect(made.status == 0, "\(made.err.suffix(3000))")
-            let deb = root + "/" + (made.out.split(separator: "\n").last.map(String.init) ?? "")
-            try #require(FileManager.default.fileExists(atPath: deb), "no package at \(deb): \(made.out.suffix(500))")
-            let lintian = try run("/usr/bin/lintian", [deb], timeout: 300)
-            let errors = lintian.out.split(separator: "\n").filter { $0.hasPrefix("E:") }
-            #expect(errors.isEmpty, "lintian: \(errors)")
-            let fields = try run("/usr/bin/dpkg-deb", ["-f", deb, "Version", "Depends"]).out
-            #expect(fields.contains("Version: \(InstallTests.version)") && fields.contains("libdbus-1-3") && fields.contains("dbus-daemon"), "\(fields)")
-            let contents = try run("/usr/bin/dpkg-deb", ["-c", deb]).out
-            for path in ["./usr/share/dbus-1/system.d/org.darwinnotify.conf", "./usr/lib/tmpfiles.d/darwin-notify.conf",
-                         "./usr/lib/systemd/user/darwin-notify.socket", "./usr/share/man/man3/notify_post.3.gz",
-                         "./usr/share/bash-completion/completions/notifyutil", "/libdarwin-notify.so.\(InstallTests.version)",
-                         "./usr/include/darwin-notify/notify.h", "/pkgconfig/darwin-notify.pc"] {
-                #expect(contents.contains(path), "\(path) is not in the package")
-            }
-            let install = try run("/usr/bin/dpkg", ["-i", deb], timeout: 120)
-            defer { _ = try? run("/usr/bin/dpkg", ["-P", "darwin-notify"], timeout: 120) }
-            #expect(install.status == 0, "dpkg -i: \(install.err)")
-            #expect(try run("/usr/bin/notifyutil", ["--version"]).out == "notifyutil (DarwinNotify) \(InstallTests.version)\n")
-            let bus = try TestBus()
-            let observer = try ChildProcess("/usr/bin/notifyutil", ["-1", "deb.x"], environment: bus.environment)
-            try repeatUntil("the installed notifyutil to hear itself", action: {
-                _ = try run("/usr/bin/notifyutil", ["-z", "0", "-p", "deb.x"], environment: bus.environment)
-            }, done: { !observer.isRunning })
-            #expect(observer.lines == ["deb.x"])
-            let remove = try run("/usr/bin/dpkg", ["-r", "darwin-notify"], timeout: 120)
-            #expect(remove.status == 0, "dpkg -r: \(remove.err)")
-            for path in ["/usr/bin/notifyutil", "/usr/bin/wormhole", "/usr/include/darwin-notify", "/usr/share/darwin-notify"] {
-                #expect(!FileManager.default.fileExists(atPath: path), "\(path) is left after dpkg -r")
-            }
-            let status = try run("/usr/bin/dpkg-query", ["-W", "-f=${db:Status-Abbrev}", "darwin-notify"]).out
-            #expect(!status.hasPrefix("ii"), "still installed: \(status)")
-            #expect(try run("/usr/bin/dpkg", ["-P", "darwin-notify"], timeout: 120).status == 0)
         }
     }
 
