@@ -272,9 +272,17 @@ static uint32_t state_location(CNotify_center *c, const char *name, int create, 
     } else {
         snprintf(dir_out, dlen, "%s/plain", dir);
     }
-    uint64_t a = fnv1a64(name, 14695981039346656037ull), b = fnv1a64(name, 0x84222325cbf29ce4ull ^ 0x5bd1e995);
-    snprintf(path, plen, "%s/%016llx%016llx", dir_out, (unsigned long long)a, (unsigned long long)b);
+    char file[33];
+    CNotify_state_file_name(name, file);
+    snprintf(path, plen, "%s/%s", dir_out, file);
     return NOTIFY_STATUS_OK;
+}
+
+void CNotify_state_file_name(const char *name, char out[33]) {
+    if (!out) return;
+    if (!name) { out[0] = '\0'; return; }
+    uint64_t a = fnv1a64(name, 14695981039346656037ull), b = fnv1a64(name, 0x84222325cbf29ce4ull ^ 0x5bd1e995);
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
 }
 
 /* Whether an open state file may be believed: a regular file with one link; for a restricted

@@ -39,3 +39,9 @@ void cn_name_rule(const char *name, char *buf, size_t len) {
     *out++ = '\'';
     *out = '\0';
 }
+
+void CNotify_bucket_interface(const char *name, char out[32]) {
+    if (!out) return;
+    if (!name) { out[0] = '\0'; return; }
+    cn_bucket_interface(name, out);
+}

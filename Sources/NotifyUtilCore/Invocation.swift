@@ -57,10 +57,18 @@ public struct Invocation: Equatable, Sendable {
     public init() {}
 }
 
-/// A command line `notifyutil` cannot run: printed with the usage, exit status 64 (EX_USAGE).
+/// A command line `notifyutil` cannot run: printed on one line with "see notifyutil -h", exit status 64 (EX_USAGE).
 public struct UsageError: Error, Equatable, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }
+}
+
+/// A name as error messages show it: quoted, and cut short past 64 bytes (a 512-byte name would
+/// bury the message).
+public func shownName(_ name: String) -> String {
+    let bytes = Array(name.utf8)
+    guard bytes.count > 64 else { return "'\(name)'" }
+    return "'\(String(decoding: bytes.prefix(60), as: UTF8.self))…' (\(bytes.count) bytes)"
 }
 
 public enum InvocationParser {
@@ -139,7 +147,7 @@ public enum InvocationParser {
                 let name = try operand(for: arg, "name")
                 let value = try operand(for: "-s \(name)", "value")
                 guard let state = UInt64(value) ?? Int64(value).map({ UInt64(bitPattern: $0) }) else {
-                    throw UsageError("value following -s \(name) must be a 64-bit integer, not '\(value)'")
+                    throw UsageError("value following -s \(shownName(name)) must be a 64-bit integer, not \(shownName(value))")
                 }
                 result.commands.append(.set(name, state))
             case "--bus-status": result.commands.append(.busStatus)
@@ -147,11 +155,12 @@ public enum InvocationParser {
             case "--bus-stop": result.commands.append(.busStop)
             default:
                 if arg.count > 1, arg.hasPrefix("-"), let n = Int(arg.dropFirst()), n >= 0 {
+                    // Apple's waits forever on -0, which a script never means: -w says that.
+                    guard n > 0 else { throw UsageError("-0 waits for no notification: use -w NAME to wait forever, or -N NAME with N ≥ 1") }
                     let name = try operand(for: arg, "name")
-                    // Apple: a count of 0 waits forever, like -w.
-                    result.commands.append(.wait(name, count: n == 0 ? nil : n, delivery: delivery))
+                    result.commands.append(.wait(name, count: n, delivery: delivery))
                 } else {
-                    throw UsageError("unrecognized option: \(arg)")
+                    throw UsageError("unrecognized option: \(shownName(arg))")
                 }
             }
             i += 1

@@ -34,9 +34,11 @@ public final class Runner: Sendable {
         self.err = err
     }
 
-    /// Returns the exit status: 0 on success, 1 when a command failed.
+    /// Returns the exit status: 0 on success, 1 when a command failed, 3 when `--bus-status` found
+    /// the embedded bus stopped (as `systemctl is-active`).
     public func run() -> Int32 {
         var center: NotifyCenter?
+        var exitStatus: Int32 = 0
         func getCenter() throws -> NotifyCenter {
             if let center { return center }
             let made = try invocation.bus.map { try NotifyCenter(bus: $0) } ?? NotifyCenter.default
@@ -61,6 +63,7 @@ public final class Runner: Sendable {
                     try getCenter().setState(value, for: name)
                 case .busStatus:
                     let status = try EmbeddedBus.status()
+                    if !status.running { exitStatus = 3 } // as `systemctl is-active`: scripts can test it
                     out("\(status.running ? "running" : "stopped") \(status.address)\n")
                     let scope = try EmbeddedBus.defaultBus()
                     switch scope.scope {
@@ -71,7 +74,11 @@ public final class Runner: Sendable {
                 case .busStart:
                     out("\(try EmbeddedBus.start())\n")
                 case .busStop:
-                    try EmbeddedBus.stop()
+                    do {
+                        try EmbeddedBus.stop()
+                    } catch let error as NotifyError where error.code == .serverNotFound {
+                        out("not running\n") // the state asked for already holds
+                    }
                 }
             } catch {
                 err("notifyutil: \(describe(command)): \(error)\n")
@@ -80,12 +87,15 @@ public final class Runner: Sendable {
         }
         if let center { try? center.flush() }
         if !registrations.withLock({ $0.isEmpty }) { finished.wait() }
-        return 0
+        return exitStatus
     }
 
     private func describe(_ command: Invocation.Command) -> String {
         switch command {
-        case .post(let name), .wait(let name, _, _), .get(let name), .set(let name, _): return name
+        case .post(let name): return "-p \(shownName(name))"
+        case .wait(let name, _, _): return "-w \(shownName(name))"
+        case .get(let name): return "-g \(shownName(name))"
+        case .set(let name, _): return "-s \(shownName(name))"
         case .busStatus: return "--bus-status"
         case .busStart: return "--bus-start"
         case .busStop: return "--bus-stop"

@@ -47,9 +47,21 @@ public struct GroupContainer: Sendable, Equatable {
         }
         self.path = path.string
         let gid = try GroupContainer.groupID(of: sharing)
-        try PosixFiles.makeDirectories(path.removingLastComponent(), permissions: [.ownerReadWriteExecute])
-        try GroupContainer.create(path, gid: gid)
+        do {
+            try PosixFiles.makeDirectories(path.removingLastComponent(), permissions: [.ownerReadWriteExecute])
+            try GroupContainer.create(path, gid: gid)
+        } catch where error.code == .io && directory == nil {
+            // Most often an unwritable or missing HOME (a service account, a read-only image).
+            throw WormholeError(.io, "cannot create the group container \(path): \(error.message); set DARWIN_NOTIFY_CONTAINER_ROOT to a writable directory, or pass --container DIR (API: GroupContainer(group:directory:))")
+        }
         try GroupContainer.checkSafe(path, gid: gid)
+    }
+
+    /// Where the container of `group` is when no directory is given (not created, not checked).
+    public static func defaultPath(for group: String,
+                                   environment: [String: String] = ProcessInfo.processInfo.environment) throws(WormholeError) -> String {
+        try Names.validateGroup(group)
+        return try root(environment).appending(group).string
     }
 
     /// The directory containers live in (not created here).
@@ -110,6 +122,10 @@ public struct GroupContainer: Sendable, Equatable {
         }
         let mode = info.st_mode & 0o7777
         if mode & 0o002 != 0 {
+            if mode & 0o1000 != 0 { // sticky and world-writable: a shared place such as /tmp, not a container
+                throw WormholeError(.unsafeContainer,
+                    "\(path) is a directory every user may write in (mode \(String(mode, radix: 8)), like /tmp), not a container; use a directory of your own, such as --container \(path.appending("my-group"))")
+            }
             throw WormholeError(.unsafeContainer,
                 "container \(path) is writable by every user (mode \(String(mode, radix: 8))); run chmod o-w on it")
         }

@@ -10,15 +10,20 @@ let invocation: Invocation
 do {
     invocation = try InvocationParser.parse(Array(CommandLine.arguments.dropFirst()))
 } catch {
-    StandardStreams.err("notifyutil: \(error)\n\(InvocationParser.usage)\n")
+    // One line, as other Linux tools do; the whole usage is one `notifyutil -h` away.
+    StandardStreams.err("notifyutil: \(error); see notifyutil -h\n")
     exit(64)
 }
 if invocation.showVersion {
     StandardStreams.out("notifyutil (DarwinNotify) \(darwinNotifyVersion)\n")
     exit(0)
 }
-if invocation.showHelp || invocation.commands.isEmpty {
-    (invocation.showHelp ? StandardStreams.out : StandardStreams.err)(InvocationParser.usage + "\n")
-    exit(invocation.showHelp ? 0 : 64)
+if invocation.showHelp {
+    StandardStreams.out(InvocationParser.usage + "\n")
+    exit(0)
+}
+if invocation.commands.isEmpty {
+    StandardStreams.err("notifyutil: no command given (such as -p NAME or -w NAME); see notifyutil -h\n")
+    exit(64)
 }
 exit(Runner(invocation, out: StandardStreams.out, err: StandardStreams.err).run())

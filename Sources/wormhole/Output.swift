@@ -9,12 +9,24 @@ struct WormholeCLIError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Prints a message's payload as one JSON line, flushed at once (a pipe reader waits for it).
-func printLine(_ message: WormholeMessage) throws {
-    guard let line = message.jsonLine() else {
-        throw WormholeCLIError("message '\(message.identifier)' is \(message.payload.count) bytes of binary data, not JSON")
+/// Prints a message, flushed at once (a pipe reader waits for it): a JSON message as one line;
+/// a `data` message as one line of base64, with a note on stderr; with `raw`, the payload's bytes
+/// as they are. A `json` message whose payload does not parse is reported as damaged.
+func printLine(_ message: WormholeMessage, raw: Bool = false) throws {
+    if raw {
+        FileHandle.standardOutput.write(message.payload)
+        return
     }
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    switch message.kind {
+    case .json:
+        guard let line = message.jsonLine() else {
+            throw WormholeCLIError("message '\(message.identifier)' is marked JSON but its \(message.payload.count)-byte payload is damaged JSON (it does not parse); --raw prints its bytes")
+        }
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    case .data:
+        printError("message '\(message.identifier)' is \(message.payload.count) bytes of binary data, printed as base64 (--raw writes the bytes)")
+        FileHandle.standardOutput.write(Data((message.payload.base64EncodedString() + "\n").utf8))
+    }
 }
 
 func printError(_ text: String) {
@@ -24,7 +36,7 @@ func printError(_ text: String) {
 /// Listens until `count` messages were printed (forever without a count). The Nth message's
 /// handler cancels the listener itself, so no message after it is taken from a queue, and the
 /// cursor of a named listener is saved before the process exits.
-func listen(_ wormhole: Wormhole, identifier: String, name: String?, count: Int?) throws {
+func listen(_ wormhole: Wormhole, identifier: String, name: String?, count: Int?, raw: Bool = false) throws {
     let queue = DispatchQueue(label: "wormhole.listen")
     let done = DispatchSemaphore(value: 0)
     let printed = Mutex(0)
@@ -34,7 +46,7 @@ func listen(_ wormhole: Wormhole, identifier: String, name: String?, count: Int?
         let listener = try wormhole.listen(for: identifier, name: name, queue: queue) { result in
             switch result {
             case .success(let message):
-                do { try printLine(message) } catch { printError("\(error)") }
+                do { try printLine(message, raw: raw) } catch { printError("\(error)") }
             case .failure(let error):
                 printError("\(error)")
                 return

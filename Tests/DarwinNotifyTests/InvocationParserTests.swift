@@ -3,11 +3,11 @@ import Testing
 
 @Suite("notifyutil argument parsing")
 struct InvocationParserTests {
-    @Test("commands keep their order; -N waits for N, -w forever, -0 forever as in Apple's tool")
+    @Test("commands keep their order; -N waits for N, -w forever")
     func order() throws {
-        let inv = try InvocationParser.parse(["-p", "a", "-w", "b", "-3", "c", "-0", "d", "-p", "e"])
+        let inv = try InvocationParser.parse(["-p", "a", "-w", "b", "-3", "c", "-p", "e"])
         #expect(inv.commands == [.post("a"), .wait("b", count: nil, delivery: .port), .wait("c", count: 3, delivery: .port),
-                                 .wait("d", count: nil, delivery: .port), .post("e")])
+                                 .post("e")])
         #expect(inv.output == .key)
         #expect(inv.napMilliseconds == 100)
     }
@@ -23,6 +23,7 @@ struct InvocationParserTests {
     @Test("bad arguments are usage errors", arguments: [
         ["-p"], ["-w"], ["-1"], ["-z"], ["-z", "x"], ["-z", "-1"], ["--bus"], ["--bus", ""], ["-x"], ["p"], ["-"],
         ["-g"], ["-s"], ["-s", "k"], ["-s", "k", "abc"], ["-s", "k", "1.5"], ["-signal", "x"], ["-signal", "0"],
+        ["-0", "d"], // Apple's waits forever; a script means -w
     ])
     func usageErrors(arguments: [String]) {
         #expect(throws: UsageError.self) { try InvocationParser.parse(arguments) }

@@ -47,13 +47,15 @@ extension IntegrationSuites {
             #expect(get.out == "util.state 18446744073709551615\nutil.never 0\n")
         }
 
-        @Test("bad arguments: usage on stderr and exit 64", arguments: [
-            ["-s", "k", "abc"], ["-s", "k"], ["-g"], ["-signal", "x", "-w", "k"], ["-port", "-bogus"],
+        @Test("bad arguments: one line on stderr ending 'see notifyutil -h', and exit 64", arguments: [
+            ["-s", "k", "abc"], ["-s", "k"], ["-g"], ["-signal", "x", "-w", "k"], ["-port", "-bogus"], ["-0", "k"], [],
         ])
         func badArguments(arguments: [String]) throws {
             let r = try run("notifyutil", arguments, environment: bus.environment)
             #expect(r.status == 64, "\(arguments): \(r)")
-            #expect(r.err.contains("usage: notifyutil"), "\(r.err)")
+            #expect(r.err.hasPrefix("notifyutil: ") && r.err.hasSuffix("; see notifyutil -h\n"), "\(r.err)")
+            #expect(r.err.split(separator: "\n").count == 1, "more than one line: \(r.err)")
+            #expect(!r.err.contains("usage:"), "the whole usage again: \(r.err)")
         }
 
         @Test("-z: Apple's 100 ms pause after each post by default; -z 0 none")

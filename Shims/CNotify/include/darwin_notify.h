@@ -4,8 +4,9 @@
  * A center is bound to one bus. Observers are C callbacks keyed by (observer pointer, name).
  * object and userInfo are always NULL, as on Apple's Darwin center.
  *
- * Threads: every callback of a center runs on that center's own I/O thread, one at a time, in
- * the order notifications arrived. A callback may post (the post is delivered after the
+ * Threads: callbacks of a center run one at a time, in the order notifications arrived: those of
+ * bus posts on the center's own I/O thread, those of `self.` names on the posting thread, before
+ * the post returns (or, for a post made inside a callback, once that callback has returned). A callback may post (the post is delivered after the
  * callback returns, never re-entrantly), add observers, and remove observers, its own included.
  * Once a remove call returns, the removed callback never runs again on any thread; a remove
  * from another thread waits for a running invocation of that callback to finish.
@@ -126,6 +127,12 @@ uint32_t CNotify_center_register_handler(CNotify_center *center, const char *nam
  * process only. */
 uint32_t CNotify_center_get_state(CNotify_center *center, const char *name, uint64_t *state);
 uint32_t CNotify_center_set_state(CNotify_center *center, const char *name, uint64_t state);
+
+/* The wire contract's computed names (docs/PROTOCOL.md), for tools and other implementations:
+ * the bucket interface a post of `name` travels on ("org.darwinnotify.Notify.Hxxx"), and the
+ * file name of its state (32 hex digits). */
+void CNotify_bucket_interface(const char *name, char out[32]);
+void CNotify_state_file_name(const char *name, char out[33]);
 
 /* The library's version, "MAJOR.MINOR.PATCH" (the VERSION file of the source tree). */
 const char *CNotify_version(void);
