@@ -81,7 +81,7 @@ let package = Package(
             dependencies: ["DarwinNotify", "Wormhole", "cnotify-probe", "dbus-floor", "notifyutil", "wormhole-probe",
                            .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
-        .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore"]),
+        .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore", "Wormhole"]),
         .testTarget(
             name: "IntegrationTests",
             // Not notifyutil: its static-link flag would reach this bundle's link. The tests run the

@@ -104,32 +104,52 @@ static uint64_t fnv1a64(const char *s, uint64_t h) {
 /* The directory of the center's bus: DARWIN_NOTIFY_STATE_DIR; the embedded bus's runtime
  * directory; /run/darwin-notify/state (installed with the policy) or a sticky /tmp directory for
  * the system bus; a sticky /tmp directory named after any other address. */
-static uint32_t state_dir(CNotify_center *c, char *out, size_t len, struct stat *st) {
+/* Where the state directory of bus `spec` is (docs/PROTOCOL.md, "State files"), and how to make
+ * it: *make_mode is 0700 (private), 01777 (shared) or 0 (installed: only checked). */
+static uint32_t state_dir_path(const char *spec, char *out, size_t len, mode_t *make_mode) {
     const char *env = getenv("DARWIN_NOTIFY_STATE_DIR");
     if (env && env[0] == '/') {
         snprintf(out, len, "%s", env);
-        return make_dir(out, 0700, st);
+        *make_mode = 0700;
+        return NOTIFY_STATUS_OK;
     }
     cn_bus_kind kind;
     char *address = NULL;
-    uint32_t rc = cn_resolve_bus(c->bus_spec, &kind, &address);
+    uint32_t rc = cn_resolve_bus(spec, &kind, &address);
     if (rc != NOTIFY_STATUS_OK) return rc;
     if (kind == CN_BUS_EMBEDDED) {
         char runtime[PATH_MAX];
         if ((rc = cn_embedded_runtime_dir(runtime, sizeof runtime)) != NOTIFY_STATUS_OK) return rc;
         snprintf(out, len, "%s/state", runtime);
-        return make_dir(out, 0700, st);
+        *make_mode = 0700;
+        return NOTIFY_STATUS_OK;
     }
     int is_system = strcmp(address, cn_system_bus_address()) == 0;
+    *make_mode = 01777;
     if (is_system && access(cn_system_state_dir(), F_OK) == 0) {
         snprintf(out, len, "%s", cn_system_state_dir());
-        free(address);
-        return check_state_dir(out, st);
+        *make_mode = 0;
+    } else if (is_system) {
+        snprintf(out, len, "/tmp/darwin-notify-state-system");
+    } else { /* the address without guid= (cn_resolve_bus): every form of it finds the same one */
+        snprintf(out, len, "/tmp/darwin-notify-state-%016llx", (unsigned long long)fnv1a64(address, 14695981039346656037ull));
     }
-    if (is_system) snprintf(out, len, "/tmp/darwin-notify-state-system");
-    else snprintf(out, len, "/tmp/darwin-notify-state-%016llx", (unsigned long long)fnv1a64(address, 14695981039346656037ull));
     free(address);
-    return make_dir(out, 01777, st);
+    return NOTIFY_STATUS_OK;
+}
+
+static uint32_t state_dir(CNotify_center *c, char *out, size_t len, struct stat *st) {
+    mode_t mode;
+    uint32_t rc = state_dir_path(c->bus_spec, out, len, &mode);
+    if (rc != NOTIFY_STATUS_OK) return rc;
+    return mode ? make_dir(out, mode, st) : check_state_dir(out, st);
+}
+
+uint32_t CNotify_state_directory(const char *bus, char *out, size_t len) {
+    cn_clear_error();
+    if (!out || !len) { cn_set_error("output buffer is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    mode_t mode;
+    return state_dir_path(bus, out, len, &mode);
 }
 
 static _Atomic unsigned long stale_counter;

@@ -133,6 +133,9 @@ uint32_t CNotify_center_set_state(CNotify_center *center, const char *name, uint
  * file name of its state (32 hex digits). */
 void CNotify_bucket_interface(const char *name, char out[32]);
 void CNotify_state_file_name(const char *name, char out[33]);
+/* The state directory of `bus` (an address, "system", "embedded", or NULL for the default), as
+ * every client of that bus finds it; not created (for the embedded bus its runtime directory is). */
+uint32_t CNotify_state_directory(const char *bus, char *out, size_t len);
 
 /* The library's version, "MAJOR.MINOR.PATCH" (the VERSION file of the source tree). */
 const char *CNotify_version(void);

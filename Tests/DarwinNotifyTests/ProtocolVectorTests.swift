@@ -1,0 +1,115 @@
+import CNotify
+import Foundation
+import Testing
+@testable import Wormhole
+
+/// Every value in docs/PROTOCOL.md's "Test vectors" section, checked against the code: the page
+/// another implementation is written from cannot drift from what we do.
+@Suite("docs/PROTOCOL.md test vectors")
+struct ProtocolVectorTests {
+    static let page: String = {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return (try? String(contentsOf: root.appendingPathComponent("docs/PROTOCOL.md"), encoding: .utf8)) ?? ""
+    }()
+
+    /// The section's text, from its heading to the end of the page.
+    static var section: Substring {
+        guard let start = page.range(of: "\n## Test vectors\n") else { return "" }
+        return page[start.upperBound...]
+    }
+
+    /// The table rows: (what, input, value), backquotes removed.
+    static var rows: [(what: String, input: String, value: String)] {
+        section.split(separator: "\n").compactMap { line in
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count == 5, cells[1] != "what", !cells[1].hasPrefix("---") else { return nil }
+            return (cells[1], cells[2], cells[3].trimmingCharacters(in: CharacterSet(charactersIn: "`")))
+        }
+    }
+
+    /// The fenced blocks of the section, in order.
+    static var blocks: [String] {
+        section.components(separatedBy: "```\n").enumerated().filter { $0.offset % 2 == 1 }.map { $0.element }
+    }
+
+    /// `` `text` (…) `` or "the empty payload" → the bytes it names.
+    static func bytes(of input: String) -> Data {
+        if input == "the empty payload" { return Data() }
+        guard let open = input.firstIndex(of: "`"), let close = input[input.index(after: open)...].firstIndex(of: "`") else { return Data(input.utf8) }
+        return Data(input[input.index(after: open) ..< close].utf8)
+    }
+
+    @Test("the section has the table and the three samples")
+    func present() {
+        #expect(ProtocolVectorTests.rows.count >= 6, "\(ProtocolVectorTests.rows)")
+        #expect(ProtocolVectorTests.blocks.count == 3, "\(ProtocolVectorTests.blocks)")
+    }
+
+    @Test("every table row matches the code")
+    func table() throws {
+        for row in ProtocolVectorTests.rows {
+            let input = String(String.UnicodeScalarView(row.input.unicodeScalars.filter { $0 != "`" }))
+            switch row.what {
+            case "bucket interface":
+                var out = [CChar](repeating: 0, count: 32)
+                CNotify_bucket_interface(input, &out)
+                #expect(String(cString: out) == row.value, "\(row)")
+            case "state file name":
+                var out = [CChar](repeating: 0, count: 33)
+                CNotify_state_file_name(input, &out)
+                #expect(String(cString: out) == row.value, "\(row)")
+            case "payload checksum":
+                #expect(Checksum.hex(of: ProtocolVectorTests.bytes(of: row.input)) == row.value, "\(row)")
+            case "state directory of an address":
+                // DARWIN_NOTIFY_STATE_DIR, when a developer has it set, overrides every bus's directory.
+                if ProcessInfo.processInfo.environment["DARWIN_NOTIFY_STATE_DIR"] != nil { continue }
+                var out = [CChar](repeating: 0, count: 4096)
+                #expect(CNotify_state_directory(input, &out, out.count) == 0, "\(String(cString: CNotify_last_error()))")
+                #expect(String(cString: out) == row.value, "\(row)")
+            default:
+                Issue.record("a vector the test does not know: \(row)")
+            }
+        }
+    }
+
+    @Test("the sample message file decodes to its header and payload, and encodes to the same bytes")
+    func messageFile() throws {
+        let text = ProtocolVectorTests.blocks[0]
+        let file = Data(text.dropLast().utf8) // the fence's own newline is not in the file
+        #expect(file.count == 97, "\(file.count) bytes")
+        let envelope = try Envelope.decode(file).get()
+        #expect(envelope.header.id == "3F2504E0-4F89-11D3-9A0C-0305E82C3301")
+        #expect(envelope.header.kind == .json && envelope.header.length == 7 && envelope.header.pid == 4242)
+        #expect(envelope.header.passed == 1_732_291_200.5)
+        #expect(envelope.payload == Data("{\"v\":1}".utf8))
+        #expect(envelope.encoded() == file)
+    }
+
+    @Test("the sample .state reads as head 4, tail 2, bytes 194, its generation")
+    func queueState() throws {
+        let hex = ProtocolVectorTests.blocks[1].split(whereSeparator: { $0 == " " || $0 == "\n" })
+        let bytes = Data(hex.compactMap { UInt8($0, radix: 16) })
+        #expect(bytes.count == 32)
+        let container = FileManager.default.temporaryDirectory.appendingPathComponent("vectors-\(getpid())-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: container) }
+        try FileManager.default.createDirectory(at: container.appendingPathComponent("queues/q"), withIntermediateDirectories: true)
+        try bytes.write(to: container.appendingPathComponent("queues/q/.state"))
+        let queue = MessageQueue(layout: Layout(base: .init(container.path), shared: false), identifier: "q",
+                                 configuration: WormholeConfiguration())
+        let state = try queue.currentState()
+        #expect(state == MessageQueue.State(head: 4, tail: 2, bytes: 194, generation: 0x0123_4567_89ab_cdef))
+        #expect(state.bytes == 2 * 97, "two sample files, headers included")
+    }
+
+    @Test("the sample credential is the text the library seals")
+    func credential() {
+        let lines = ProtocolVectorTests.blocks[2].split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        #expect(Array(lines) == ["darwin-notify-credential 1", "0123456789abcdef0123456789abcdef", ":1.42", "user.uid.1000.sync", "2"])
+        // The library's own format string is in Shims/CNotify/credentials.c (CN_CREDENTIAL_MAGIC
+        // and format_binding); checked here against the source, as the function is internal.
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let source = (try? String(contentsOf: root.appendingPathComponent("Shims/CNotify/credentials.c"), encoding: .utf8)) ?? ""
+        #expect(source.contains("#define CN_CREDENTIAL_MAGIC \"darwin-notify-credential 1\\n\""))
+        #expect(source.contains("CN_CREDENTIAL_MAGIC \"%s\\n%s\\n%s\\n%llu\\n\", bus_id, sender, name"))
+    }
+}
