@@ -1,0 +1,100 @@
+import Foundation
+import Testing
+
+/// Examples/: each program built as a newcomer would (a package of its own that depends on this
+/// one) and run for what its README paragraph promises; and the README's Swift blocks compiled.
+extension IntegrationSuites {
+    @Suite("Examples", .serialized)
+    struct ExamplesTests {
+        let bus: TestBus
+        init() throws { bus = try TestBus() }
+
+        static let root = InstallTests.root
+        /// `swift build --package-path Examples`, once, in its own scratch directory.
+        static let built: Result<String, TestFailure> = {
+            do {
+                let scratch = root + "/.build-examples"
+                let build = try run("/bin/sh", ["-c", "cd \"$1\" && swift build --package-path Examples --scratch-path \"$2\" 2>&1", "sh", root, scratch],
+                                    timeout: 1500)
+                guard build.status == 0 else { return .failure(TestFailure("swift build --package-path Examples: \(build.out.suffix(3000))")) }
+                let bin = try run("/bin/sh", ["-c", "cd \"$1\" && swift build --package-path Examples --scratch-path \"$2\" --show-bin-path", "sh", root, scratch])
+                return .success(bin.out.trimmingCharacters(in: .whitespacesAndNewlines))
+            } catch {
+                return .failure(TestFailure("swift build --package-path Examples: \(error)"))
+            }
+        }()
+
+        func program(_ name: String) throws -> String { try ExamplesTests.built.get() + "/" + name }
+
+        @Test("the README's Swift blocks are the readme-* targets, word for word, and compile")
+        func readmeSwiftBlocks() throws {
+            let readme = try String(contentsOfFile: ExamplesTests.root + "/README.md", encoding: .utf8)
+            let blocks = readme.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
+            let targets = ["readme-observe", "readme-tokens", "readme-wormhole"]
+            #expect(blocks.count == targets.count, "README has \(blocks.count) Swift blocks")
+            for (block, target) in zip(blocks, targets) {
+                let source = try String(contentsOfFile: ExamplesTests.root + "/Examples/Sources/\(target)/main.swift", encoding: .utf8)
+                #expect(source == block, "README's block differs from Examples/Sources/\(target)/main.swift")
+            }
+            for target in targets { #expect(FileManager.default.isExecutableFile(atPath: try program(target)), "\(target) did not build") }
+        }
+
+        @Test("settings-sync: app and helper edit at once; both load all 100 edits, none lost")
+        func settingsSync() throws {
+            let container = try makeTemporaryDirectory("settings")
+            chmod(container, 0o700)
+            let app = try ChildProcess(try program("settings-sync"), ["app", container, "50"], environment: bus.environment)
+            let helper = try ChildProcess(try program("settings-sync"), ["helper", container, "50"], environment: bus.environment)
+            #expect(try app.waitForExit(timeout: 60) == 0, "\(app.stdout) \(app.stderr)")
+            #expect(try helper.waitForExit(timeout: 60) == 0, "\(helper.stdout) \(helper.stderr)")
+            #expect(app.lines == ["app: loaded 100 edits (app=50 helper=50)"], "\(app.lines)")
+            #expect(helper.lines == ["helper: loaded 100 edits (app=50 helper=50)"], "\(helper.lines)")
+        }
+
+        @Test("share-extension passes items while the app is not running; the app gets them all, in order; a restart gets only new ones")
+        func appAndExtension() throws {
+            let container = try makeTemporaryDirectory("share")
+            chmod(container, 0o700)
+            let passed = try run(try program("share-extension"), [container, "5"], environment: bus.environment)
+            #expect(passed.status == 0 && passed.out == "passed 5 items\n", "\(passed)")
+            let app = try run(try program("app"), [container, "5"], environment: bus.environment)
+            #expect(app.status == 0, "\(app)")
+            #expect(app.out.split(separator: "\n").map(String.init) == (1 ... 5).map { "\($0): shared item \($0)" }, "\(app.out)")
+            #expect(try run(try program("share-extension"), [container, "2"], environment: bus.environment).status == 0)
+            let again = try run(try program("app"), [container, "2"], environment: bus.environment)
+            #expect(again.out.split(separator: "\n").map(String.init) == ["1: shared item 1", "2: shared item 2"], "the second batch only: \(again.out)")
+        }
+
+        @Test("reentrancy: Darwin handlers run one after another; NotificationCenter's nest")
+        func reentrancy() throws {
+            let result = try run(try program("reentrancy"), [], environment: bus.environment)
+            #expect(result.status == 0, "\(result)")
+            let lines = result.out.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            let darwin = Array(lines[1 ..< 21]), foundation = Array(lines[22...])
+            #expect(lines[0] == "DarwinNotify:" && lines[21] == "NotificationCenter:", "\(lines)")
+            #expect(darwin == (1 ... 10).flatMap { ["begin \($0)", "end \($0)"] }, "\(darwin)")
+            #expect(foundation == (1 ... 10).map { "begin \($0)" } + (1 ... 10).reversed().map { "end \($0)" }, "\(foundation)")
+        }
+
+        @Test("reload-daemon, built with the plain cc line, reloads its configuration on notify_post")
+        func reloadDaemon() throws {
+            let dir = try makeTemporaryDirectory("reload")
+            let root = ExamplesTests.root
+            let cc = try run("/bin/sh", ["-c", """
+                cd "$1" && cc -O2 -shared -fPIC -D_GNU_SOURCE -DDARWIN_NOTIFY_VERSION="\\"$(cat VERSION)\\"" Shims/CNotify/*.c \
+                $(pkg-config --cflags --libs dbus-1) -lpthread -o "$2/libCNotify.so" && \
+                cc Examples/reload-daemon/reload_daemon.c -I Shims/CNotify/include -L "$2" -lCNotify -Wl,-rpath,"$2" -o "$2/reload_daemon"
+                """, "sh", root, dir])
+            #expect(cc.status == 0, "\(cc.err)")
+            let config = dir + "/example.conf"
+            try "level=1\n".write(toFile: config, atomically: true, encoding: .utf8)
+            let daemon = try ChildProcess(dir + "/reload_daemon", [config, "1"], environment: bus.environment)
+            try daemon.waitForLine("ready")
+            #expect(daemon.lines.first == "config: level=1")
+            try "level=2\n".write(toFile: config, atomically: true, encoding: .utf8)
+            try notifyutilPost(["com.example.reload"], bus: bus)
+            try daemon.waitForLine("config: level=2")
+            #expect(try daemon.waitForExit() == 0)
+        }
+    }
+}

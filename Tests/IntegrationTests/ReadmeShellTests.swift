@@ -1,0 +1,81 @@
+import Foundation
+import Testing
+
+/// Every shell block of README.md and Examples/README.md, pasted line by line into a sandbox: the
+/// products built next to this test first on PATH, a private bus, private runtime, state and
+/// container directories, and a scratch working directory that sees the repository's files. A
+/// line passes if it exits 0, or, for a command documented to wait (-w, -N, listen), if it is
+/// still waiting after a second. The few lines that would change the machine or are CI's own job
+/// are listed below with where they are run instead.
+extension IntegrationSuites {
+    @Suite("README shell blocks", .serialized)
+    struct ReadmeShellTests {
+        static let root = InstallTests.root
+
+        /// Lines not pasted here, each with the test or job that runs it.
+        static let elsewhere: [(prefix: String, reason: String)] = [
+            ("bash .ci/install-deps && swift build && swift test", "CI's own job (.ci/run runs exactly this line)"),
+            ("bash .ci/sanitize", "CI's sanitizer lane (.ci/run)"),
+            ("swift build --package-path Examples", "ExamplesTests builds the Examples package"),
+            ("make && make install", "InstallTests (make install into a staging root: this line would install into /usr/local)"),
+            ("systemctl --user", "InstallTests.socketActivation (needs a systemd user session)"),
+            ("install -m 0644 docs/dbus", "changes the machine's system bus; the policy is tested by the system-like bus suites"),
+            ("install -d -m", "changes the machine's /run; DefaultScopeTests use a state directory of their own"),
+            ("dbus-send --system", "reloads the machine's system bus"),
+        ]
+
+        static func shellBlocks(_ file: String) throws -> [[String]] {
+            let text = try String(contentsOfFile: root + "/" + file, encoding: .utf8)
+            return text.components(separatedBy: "```sh\n").dropFirst().map {
+                $0.components(separatedBy: "```")[0].split(separator: "\n").map(String.init)
+            }
+        }
+
+        @Test("every README shell line works when pasted (or is run elsewhere, as listed)")
+        func paste() throws {
+            let bus = try TestBus()
+            let sandbox = try makeTemporaryDirectory("readme")
+            for entry in ["Shims", "Tests", "docs", "Examples", "VERSION", "Sources"] {
+                try FileManager.default.createSymbolicLink(atPath: sandbox + "/" + entry, withDestinationPath: ReadmeShellTests.root + "/" + entry)
+            }
+            for dir in ["runtime", "containers"] { mkdir(sandbox + "/" + dir, 0o700) }
+            let staged = try? InstallTests.staged.get() // the install section's pkg-config line needs an installed .pc
+            let env = bus.environment.merging([
+                "PATH": ChildProcess.productsDirectory + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
+                "XDG_RUNTIME_DIR": sandbox + "/runtime", "DARWIN_NOTIFY_CONTAINER_ROOT": sandbox + "/containers",
+            ]) { $1 }
+            // The install section's pkg-config line sees what the line before it installed: the
+            // staging root of InstallTests, as if it were /usr.
+            let installed = env.merging(["PKG_CONFIG_PATH": (staged ?? "/nonexistent") + "/usr/lib/pkgconfig",
+                                         "PKG_CONFIG_SYSROOT_DIR": staged ?? ""]) { $1 }
+            defer { _ = try? run("notifyutil", ["--bus-stop"], environment: env) }
+            var ran = 0, elsewhere: [String] = []
+            for file in ["README.md", "Examples/README.md"] {
+                for block in try ReadmeShellTests.shellBlocks(file) {
+                    for line in block where !line.trimmingCharacters(in: .whitespaces).isEmpty {
+                        if let skip = ReadmeShellTests.elsewhere.first(where: { line.hasPrefix($0.prefix) }) {
+                            elsewhere.append("\(line) — \(skip.reason)")
+                            continue
+                        }
+                        // The first set-up command, as the built product (swift run would take the build lock).
+                        let command = line.replacingOccurrences(of: "bash .ci/install-deps && swift run ", with: "")
+                        let child = try ChildProcess("/bin/sh", ["-c", "cd \"$0\" && " + command, sandbox],
+                                                     environment: command.contains("--libs darwin-notify") ? installed : env)
+                        let waits = command.range(of: #"(^|\s)-(w|[0-9]+)\s|\blisten\b"#, options: .regularExpression) != nil
+                        if child.exits(within: waits ? 1 : 60) {
+                            let status = try child.waitForExit()
+                            let ok = status == 0 || (command.hasPrefix("notifyutil --bus-status") && status == 3)
+                            #expect(ok, "\(file): `\(line)` exited \(status): \(child.stderr)")
+                        } else {
+                            #expect(waits, "\(file): `\(line)` did not finish within 60 s")
+                            child.kill()
+                        }
+                        ran += 1
+                    }
+                }
+            }
+            #expect(ran >= 25, "pasted \(ran) lines")
+            print("README shell lines pasted: \(ran); run elsewhere:\n  " + elsewhere.joined(separator: "\n  "))
+        }
+    }
+}
