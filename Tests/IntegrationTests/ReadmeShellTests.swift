@@ -77,5 +77,19 @@ extension IntegrationSuites {
             #expect(ran >= 25, "pasted \(ran) lines")
             print("README shell lines pasted: \(ran); run elsewhere:\n  " + elsewhere.joined(separator: "\n  "))
         }
+
+        @Test("the README's C block compiles as written")
+        func cBlock() throws {
+            let text = try String(contentsOfFile: ReadmeShellTests.root + "/README.md", encoding: .utf8)
+            let blocks = text.components(separatedBy: "```c\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
+            #expect(!blocks.isEmpty)
+            let dir = try makeTemporaryDirectory("readme-c")
+            for (i, block) in blocks.enumerated() {
+                let file = dir + "/block\(i).c"
+                try (block + "\nint main(void) { return 0; }\n").write(toFile: file, atomically: true, encoding: .utf8)
+                let cc = try run("/usr/bin/cc", ["-fsyntax-only", "-Wall", "-Werror", "-I", ReadmeShellTests.root + "/Shims/CNotify/include", file])
+                #expect(cc.status == 0, "README C block \(i): \(cc.err)")
+            }
+        }
     }
 }

@@ -90,3 +90,45 @@ extension IntegrationSuites {
         }
     }
 }
+
+/// A queue written by another implementation exactly as docs/PROTOCOL.md says (the format computed
+/// by the test, not by the Wormhole module) is read by `wormhole`: the page is enough to interoperate.
+extension IntegrationSuites {
+    @Suite("Wormhole files written from the protocol page", .serialized)
+    struct WormholeProtocolInteropTests {
+        let fixture: WormholeFixture
+        init() throws { fixture = try WormholeFixture() }
+
+        @Test("a queue made by hand from docs/PROTOCOL.md is delivered in order by a named listener")
+        func handMadeQueue() throws {
+            let queue = fixture.root + "/group.test/wormhole/queues/jobs"
+            try FileManager.default.createDirectory(atPath: queue + "/.cursors", withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            for path in [fixture.root + "/group.test", fixture.root + "/group.test/wormhole", fixture.root + "/group.test/wormhole/queues"] {
+                chmod(path, 0o700)
+            }
+            // Two messages, 1 and 2 (the first file is …0001), as a foreign writer makes them.
+            var total = 0
+            for (n, json) in [(1, "{\"job\":1}"), (2, "{\"job\":2}")] {
+                let payload = Data(json.utf8)
+                let line = "DNWH1 00000000-0000-4000-8000-00000000000\(n) json \(payload.count) \(WormholeTestSupport.checksum(payload)) 1732291200.000000 1\n"
+                let file = Data(line.utf8) + payload
+                total += file.count
+                let name = String(repeating: "0", count: 19) + String(n)
+                try file.write(to: URL(fileURLWithPath: queue + "/" + name))
+                chmod(queue + "/" + name, 0o600)
+            }
+            // .state: head 3 (next to assign), tail 1, bytes of the whole files, a generation.
+            var state = Data()
+            for word in [UInt64(3), 1, UInt64(total), 0x5eed] { withUnsafeBytes(of: word.littleEndian) { state.append(contentsOf: $0) } }
+            try state.write(to: URL(fileURLWithPath: queue + "/.state"))
+            chmod(queue + "/.state", 0o600)
+            let listener = try fixture.cli(["--transiting", "queue", "listen", "--name", "worker", "group.test", "jobs", "--count", "2"])
+            #expect(listener.status == 0, "\(listener)")
+            #expect(listener.out == "{\"job\":1}\n{\"job\":2}\n", "\(listener)")
+            // And a pass appends after them, as message 3.
+            try fixture.cliOK(["--transiting", "queue", "pass", "group.test", "jobs", "{\"job\":3}"])
+            #expect(FileManager.default.fileExists(atPath: queue + "/" + String(repeating: "0", count: 19) + "3"))
+        }
+    }
+}
