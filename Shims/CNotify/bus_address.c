@@ -381,18 +381,27 @@ static int stop_daemon_locked(const char *dir) {
     return stopped;
 }
 
+/* Takes the lock that starters and stoppers of the embedded bus of `dir` hold (flock on
+ * `dir`/lock); returns its descriptor (closing it releases the lock), or -1 with the error set. */
+static int lock_starters(const char *dir) {
+    char lockpath[PATH_MAX + 8];
+    snprintf(lockpath, sizeof lockpath, "%s/lock", dir);
+    int lfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (lfd < 0) {
+        cn_set_error("cannot open lock file %s: %s", lockpath, strerror(errno));
+        return -1;
+    }
+    while (flock(lfd, LOCK_EX) != 0 && errno == EINTR) {}
+    return lfd;
+}
+
 uint32_t cn_embedded_ensure(char **out_address) {
-    char dir[PATH_MAX], sock[PATH_MAX + 8], lockpath[PATH_MAX + 8];
+    char dir[PATH_MAX], sock[PATH_MAX + 8];
     uint32_t st = embedded_paths(dir, sizeof dir, sock, sizeof sock);
     if (st != NOTIFY_STATUS_OK) return st;
     if (!socket_answers(sock)) {
-        snprintf(lockpath, sizeof lockpath, "%s/lock", dir);
-        int lfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (lfd < 0) {
-            cn_set_error("cannot open lock file %s: %s", lockpath, strerror(errno));
-            return NOTIFY_STATUS_SERVER_NOT_FOUND;
-        }
-        while (flock(lfd, LOCK_EX) != 0 && errno == EINTR) {}
+        int lfd = lock_starters(dir);
+        if (lfd < 0) return NOTIFY_STATUS_SERVER_NOT_FOUND;
         if (!socket_answers(sock)) { /* nobody else started it */
             /* One daemon per runtime directory: a daemon of ours that is alive but unreachable
              * (its socket removed) would otherwise run on beside the new one. */
@@ -423,19 +432,14 @@ uint32_t CNotify_embedded_bus_start(char *out_address, size_t out_len) {
 
 uint32_t CNotify_embedded_bus_stop(void) {
     cn_clear_error();
-    char dir[PATH_MAX], sock[PATH_MAX + 8], lockpath[PATH_MAX + 8];
+    char dir[PATH_MAX], sock[PATH_MAX + 8];
     uint32_t st = embedded_paths(dir, sizeof dir, sock, sizeof sock);
     if (st != NOTIFY_STATUS_OK) return st;
     /* Under the starters' lock: a client that lost the bus and wants it back waits until the old
      * daemon is gone and its socket removed, then starts one daemon; we never remove a socket that
      * a new daemon made (which left that daemon unreachable, and the next client started a second). */
-    snprintf(lockpath, sizeof lockpath, "%s/lock", dir);
-    int lfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (lfd < 0) {
-        cn_set_error("cannot open lock file %s: %s", lockpath, strerror(errno));
-        return NOTIFY_STATUS_FAILED;
-    }
-    while (flock(lfd, LOCK_EX) != 0 && errno == EINTR) {}
+    int lfd = lock_starters(dir);
+    if (lfd < 0) return NOTIFY_STATUS_FAILED;
     int stopped = stop_daemon_locked(dir);
     flock(lfd, LOCK_UN);
     close(lfd);
