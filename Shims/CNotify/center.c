@@ -132,12 +132,15 @@ void cn_center_finish_destroy(CNotify_center *c) {
 
 void cn_center_free(CNotify_center *c) {
     /* The I/O thread has ended or is ending: nothing is pinned or running any more. */
-    for (size_t b = 0; b < c->names.nbuckets; b++)
-        for (cn_map_node *node = c->names.buckets[b]; node; node = node->next) {
-            cn_name_slot *slot = node->value;
-            for (size_t i = 0; i < slot->count; i++) free_entry(slot->entries[i]);
-        }
-    cn_map_clear(&c->names, free_slot);
+    for (int ns = 0; ns <= 1; ns++) {
+        cn_map *registry = cn_registry(c, ns);
+        for (size_t b = 0; b < registry->nbuckets; b++)
+            for (cn_map_node *node = registry->buckets[b]; node; node = node->next) {
+                cn_name_slot *slot = node->value;
+                for (size_t i = 0; i < slot->count; i++) free_entry(slot->entries[i]);
+            }
+        cn_map_clear(registry, free_slot);
+    }
     cn_map_clear(&c->last_seq, NULL);
     cn_map_clear(&c->post_counts, NULL);
     cn_local_free(c);
@@ -179,11 +182,12 @@ void CNotify_center_get_stats(CNotify_center *c, CNotify_stats *out) {
 
 /* Adds e under its name; *id is read under the lock, as a remove may free e once it is visible. */
 static uint32_t add_entry(CNotify_center *c, cn_entry *e, uint64_t *id) {
+    cn_map *registry = cn_registry(c, e->is_namespace);
     pthread_mutex_lock(&c->reg_lock);
-    cn_name_slot *slot = cn_map_get(&c->names, e->name);
+    cn_name_slot *slot = cn_map_get(registry, e->name);
     if (!slot) {
         slot = calloc(1, sizeof *slot);
-        if (!slot || cn_map_put(&c->names, e->name, slot) != 0) {
+        if (!slot || cn_map_put(registry, e->name, slot) != 0) {
             free(slot);
             pthread_mutex_unlock(&c->reg_lock);
             cn_set_error("out of memory");
@@ -194,7 +198,7 @@ static uint32_t add_entry(CNotify_center *c, cn_entry *e, uint64_t *id) {
         size_t cap = slot->cap ? slot->cap * 2 : 2;
         cn_entry **n = realloc(slot->entries, cap * sizeof *n);
         if (!n) {
-            if (slot->count == 0) free_slot(cn_map_remove(&c->names, e->name));
+            if (slot->count == 0) free_slot(cn_map_remove(registry, e->name));
             pthread_mutex_unlock(&c->reg_lock);
             cn_set_error("out of memory");
             return NOTIFY_STATUS_FAILED;
@@ -210,9 +214,9 @@ static uint32_t add_entry(CNotify_center *c, cn_entry *e, uint64_t *id) {
 
 /* A registration whose rule failed leaves its context with the caller: find the entry by id
  * (it may already be gone) and drop its release before removing it. */
-static void withdraw_entry(CNotify_center *c, const char *name, uint64_t id) {
+static void withdraw_entry(CNotify_center *c, const char *name, int is_namespace, uint64_t id) {
     pthread_mutex_lock(&c->reg_lock);
-    cn_name_slot *slot = cn_map_get(&c->names, name);
+    cn_name_slot *slot = cn_map_get(cn_registry(c, is_namespace), name);
     for (size_t i = 0; slot && i < slot->count; i++)
         if (slot->entries[i]->id == id) slot->entries[i]->release = NULL;
     pthread_mutex_unlock(&c->reg_lock);
@@ -223,7 +227,8 @@ static void withdraw_entry(CNotify_center *c, const char *name, uint64_t id) {
 }
 
 static uint32_t register_entry(CNotify_center *c, cn_entry *e, const char *name, uint64_t *out_id) {
-    int local = cn_is_self_name(name); /* needs no bus, no rule */
+    int is_namespace = e->is_namespace;
+    int local = is_namespace ? cn_is_self_namespace(name) : cn_is_self_name(name); /* needs no bus, no rule */
     uint32_t st = cn_fork_check();
     if (st == NOTIFY_STATUS_OK && !local) st = cn_center_start(c);
     uint64_t id = 0;
@@ -235,15 +240,15 @@ static uint32_t register_entry(CNotify_center *c, cn_entry *e, const char *name,
     }
     if (out_id) *out_id = id;
     if (local) return NOTIFY_STATUS_OK;
-    st = cn_rules_for_new_name(c, name);
-    if (st != NOTIFY_STATUS_OK) withdraw_entry(c, name, id);
+    st = cn_rules_for_new_name(c, name, is_namespace);
+    if (st != NOTIFY_STATUS_OK) withdraw_entry(c, name, is_namespace, id);
     return st;
 }
 
 typedef int (*entry_pred)(const cn_entry *e, const void *a, uint64_t b);
 
 /* Marks matching entries of one slot removed; frees those no dispatch holds. Lock held. */
-static size_t remove_in_slot(CNotify_center *c, const char *name, cn_name_slot *slot, entry_pred pred,
+static size_t remove_in_slot(CNotify_center *c, int is_namespace, const char *name, cn_name_slot *slot, entry_pred pred,
                              const void *a, uint64_t b, cn_entry ***to_free, size_t *nfree) {
     size_t removed = 0, keep = 0;
     for (size_t i = 0; i < slot->count; i++) {
@@ -257,33 +262,36 @@ static size_t remove_in_slot(CNotify_center *c, const char *name, cn_name_slot *
         }
     }
     slot->count = keep;
-    if (keep == 0) {
-        if (!cn_is_self_name(name)) cn_rules_for_gone_name(c, slot, name); /* its last observer left */
-        free_slot(cn_map_remove(&c->names, name));
+    if (keep == 0) { /* its last observer left */
+        if (!(is_namespace ? cn_is_self_namespace(name) : cn_is_self_name(name))) cn_rules_for_gone_name(c, slot, name, is_namespace);
+        free_slot(cn_map_remove(cn_registry(c, is_namespace), name));
     }
     return removed;
 }
 
-static uint32_t remove_where(CNotify_center *c, const char *name, entry_pred pred, const void *a, uint64_t b) {
+static uint32_t remove_where(CNotify_center *c, const char *name, int is_namespace, entry_pred pred, const void *a, uint64_t b) {
     if (cn_is_forked_child()) return 0; /* nothing of the parent's is ours to change */
     cn_entry **to_free = NULL;
     size_t nfree = 0, removed = 0;
     pthread_mutex_lock(&c->reg_lock);
     if (name) {
-        cn_name_slot *slot = cn_map_get(&c->names, name);
-        if (slot) removed = remove_in_slot(c, name, slot, pred, a, b, &to_free, &nfree);
+        cn_name_slot *slot = cn_map_get(cn_registry(c, is_namespace), name);
+        if (slot) removed = remove_in_slot(c, is_namespace, name, slot, pred, a, b, &to_free, &nfree);
     } else {
-        /* Every name: collect the keys first, as emptied slots leave the map. */
-        char **keys = malloc((c->names.count + 1) * sizeof *keys);
-        size_t nk = 0;
-        for (size_t i = 0; keys && i < c->names.nbuckets; i++)
-            for (cn_map_node *node = c->names.buckets[i]; node; node = node->next) keys[nk++] = strdup(node->key);
-        for (size_t i = 0; i < nk; i++) {
-            cn_name_slot *slot = keys[i] ? cn_map_get(&c->names, keys[i]) : NULL;
-            if (slot) removed += remove_in_slot(c, keys[i], slot, pred, a, b, &to_free, &nfree);
-            free(keys[i]);
+        /* Every name and namespace: collect the keys first, as emptied slots leave the map. */
+        for (int ns = 0; ns <= 1; ns++) {
+            cn_map *registry = cn_registry(c, ns);
+            char **keys = malloc((registry->count + 1) * sizeof *keys);
+            size_t nk = 0;
+            for (size_t i = 0; keys && i < registry->nbuckets; i++)
+                for (cn_map_node *node = registry->buckets[i]; node; node = node->next) keys[nk++] = strdup(node->key);
+            for (size_t i = 0; i < nk; i++) {
+                cn_name_slot *slot = keys[i] ? cn_map_get(registry, keys[i]) : NULL;
+                if (slot) removed += remove_in_slot(c, ns, keys[i], slot, pred, a, b, &to_free, &nfree);
+                free(keys[i]);
+            }
+            free(keys);
         }
-        free(keys);
     }
     /* Once we return, the callback must not run again: wait out a running invocation. */
     while (c->running && c->running->removed && !cn_in_dispatch(c)) pthread_cond_wait(&c->reg_cond, &c->reg_lock);
@@ -320,6 +328,26 @@ static void track_sequence(CNotify_center *c, const char *sender, const char *na
 
 static __thread CNotify_center *tl_dispatching; /* the center whose callbacks this thread runs */
 
+/* Appends (and pins) a slot's entries to a dispatch snapshot, growing it off the stack when it
+ * must; reg_lock held. NULL when out of memory (the entries pinned so far are unpinned). */
+static cn_entry **snapshot_add_locked(cn_entry **snap, cn_entry **stack, size_t *n, size_t *cap, cn_name_slot *slot) {
+    if (*n + slot->count > *cap) {
+        size_t grown = (*n + slot->count) * 2;
+        cn_entry **bigger = malloc(grown * sizeof *bigger);
+        if (!bigger) {
+            for (size_t i = 0; i < *n; i++) snap[i]->pins--;
+            if (snap != stack) free(snap);
+            return NULL;
+        }
+        memcpy(bigger, snap, *n * sizeof *bigger);
+        if (snap != stack) free(snap);
+        snap = bigger;
+        *cap = grown;
+    }
+    for (size_t i = 0; i < slot->count; i++) { snap[*n] = slot->entries[i]; snap[*n]->pins++; (*n)++; }
+    return snap;
+}
+
 int cn_in_dispatch(CNotify_center *c) { return tl_dispatching == c; }
 
 void cn_dispatch_post(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq) {
@@ -335,16 +363,24 @@ void cn_dispatch_post_locked(CNotify_center *c, const char *name, const char *se
     atomic_fetch_add_explicit(&c->received, 1, memory_order_relaxed);
     if (has_seq) track_sequence(c, sender, name, seq);
     cn_entry *stack[16], **snap = stack;
-    size_t n = 0;
+    size_t n = 0, cap = 16;
     pthread_mutex_lock(&c->reg_lock);
     cn_name_slot *slot = cn_map_get(&c->names, name);
-    if (slot && slot->count) {
-        if (slot->count > 16) snap = malloc(slot->count * sizeof *snap);
-        if (snap) {
-            n = slot->count;
-            for (size_t i = 0; i < n; i++) { snap[i] = slot->entries[i]; snap[i]->pins++; }
+    if (slot && slot->count) snap = snapshot_add_locked(snap, stack, &n, &cap, slot);
+    /* Namespace observers: of each prefix of the name that ends at a dot, and of the whole name
+     * (`a.b.c` is under `a`, `a.b` and `a.b.c`). Nothing to look at when nobody observes one. */
+    if (snap && c->namespaces.count) {
+        char prefix[CNOTIFY_NAME_MAX + 1];
+        size_t len = strlen(name);
+        for (size_t i = 1; snap && i <= len && len <= CNOTIFY_NAME_MAX; i++) {
+            if (name[i] != '.' && name[i] != '\0') continue;
+            memcpy(prefix, name, i);
+            prefix[i] = '\0';
+            cn_name_slot *ns = cn_map_get(&c->namespaces, prefix);
+            if (ns && ns->count) snap = snapshot_add_locked(snap, stack, &n, &cap, ns);
         }
     }
+    if (!snap) n = 0;
     pthread_mutex_unlock(&c->reg_lock);
     for (size_t i = 0; i < n; i++) {
         cn_entry *e = snap[i];
@@ -364,7 +400,7 @@ void cn_dispatch_post_locked(CNotify_center *c, const char *name, const char *se
         pthread_mutex_unlock(&c->reg_lock);
         if (last) free_entry(e);
     }
-    if (snap != stack) free(snap);
+    if (snap && snap != stack) free(snap);
     tl_dispatching = outer;
 }
 
@@ -403,6 +439,35 @@ uint32_t CNotify_center_add_handler(CNotify_center *c, const char *name, CNotify
     return register_entry(c, e, name, out_id);
 }
 
+uint32_t CNotify_center_add_namespace_observer(CNotify_center *c, const void *observer, CNotify_callback callback,
+                                               const char *ns) {
+    cn_clear_error();
+    if (!c || !callback) { cn_set_error("center or callback is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    uint32_t st = cn_validate_namespace(ns);
+    if (st != NOTIFY_STATUS_OK) return st;
+    cn_entry *e = new_entry(ns);
+    if (!e) return NOTIFY_STATUS_FAILED;
+    e->observer = observer;
+    e->cf_callback = callback;
+    e->is_namespace = 1;
+    return register_entry(c, e, ns, NULL);
+}
+
+uint32_t CNotify_center_add_namespace_handler(CNotify_center *c, const char *ns, CNotify_handler handler, void *context,
+                                              CNotify_release release, uint64_t *out_id) {
+    cn_clear_error();
+    if (!c || !handler || !out_id) { cn_set_error("center, handler or id pointer is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    uint32_t st = cn_validate_namespace(ns);
+    if (st != NOTIFY_STATUS_OK) return st;
+    cn_entry *e = new_entry(ns);
+    if (!e) return NOTIFY_STATUS_FAILED;
+    e->handler = handler;
+    e->context = context;
+    e->release = release;
+    e->is_namespace = 1;
+    return register_entry(c, e, ns, out_id);
+}
+
 static int match_observer(const cn_entry *e, const void *observer, uint64_t unused) {
     (void)unused;
     return e->cf_callback && e->observer == observer;
@@ -419,7 +484,17 @@ uint32_t CNotify_center_remove_observer(CNotify_center *c, const void *observer,
     if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
-    remove_where(c, name, match_observer, observer, 0);
+    remove_where(c, name, 0, match_observer, observer, 0);
+    return NOTIFY_STATUS_OK;
+}
+
+uint32_t CNotify_center_remove_namespace_observer(CNotify_center *c, const void *observer, const char *ns) {
+    cn_clear_error();
+    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
+    if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    uint32_t st = cn_validate_namespace(ns);
+    if (st != NOTIFY_STATUS_OK) return st;
+    remove_where(c, ns, 1, match_observer, observer, 0);
     return NOTIFY_STATUS_OK;
 }
 
@@ -427,14 +502,14 @@ uint32_t CNotify_center_remove_every_observer(CNotify_center *c, const void *obs
     cn_clear_error();
     if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
     if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
-    remove_where(c, NULL, match_observer, observer, 0);
+    remove_where(c, NULL, 0, match_observer, observer, 0);
     return NOTIFY_STATUS_OK;
 }
 
 uint32_t CNotify_center_remove_handler(CNotify_center *c, uint64_t id) {
     if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
-    if (remove_where(c, NULL, match_id, NULL, id) == 0) {
+    if (remove_where(c, NULL, 0, match_id, NULL, id) == 0) {
         cn_set_error("no registration with id %llu", (unsigned long long)id);
         return NOTIFY_STATUS_INVALID_TOKEN;
     }

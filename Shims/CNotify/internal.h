@@ -36,6 +36,12 @@ void cn_bucket_interface(const char *name, char buf[32]);
 /* Writes the match rule that selects posts of exactly `name`; when the escaped rule would exceed
  * the bus's limit, the rule of the whole bucket instead (the process filters by name anyway). */
 void cn_name_rule(const char *name, char *buf, size_t len);
+/* The match rule that selects every post of `ns` and of the names under it (arg0namespace: `ns`
+ * itself and `ns.*`, never `nsx`), on every bucket interface and the plain one. */
+void cn_namespace_rule(const char *ns, char *buf, size_t len);
+/* NOTIFY_STATUS_OK if `ns` can be a D-Bus arg0namespace: elements of [A-Za-z0-9_-], the first
+ * character of each not a digit, joined by single dots, at most 255 bytes; else INVALID_NAME. */
+uint32_t cn_validate_namespace(const char *ns);
 
 /* ---- fork.c: a connection never crosses fork() ---- */
 /* NOTIFY_STATUS_OK in the process that made the centers; in a forked child (until exec),
@@ -93,6 +99,7 @@ typedef struct cn_entry {
     CNotify_release release;
     int removed;
     int pins;                  /* dispatch snapshots holding this entry */
+    int is_namespace;          /* observes `name` and every name under it (name.*) */
 } cn_entry;
 
 typedef struct cn_name_slot {
@@ -152,6 +159,7 @@ struct CNotify_center {
     pthread_mutex_t reg_lock;
     pthread_cond_t reg_cond;
     cn_map names;                   /* name -> cn_name_slot */
+    cn_map namespaces;              /* namespace -> cn_name_slot (namespace observers), under reg_lock */
     cn_map last_seq;                /* "sender\nname" -> last sequence number seen (I/O thread;
                                      * cleared with each connection: names are reused) */
     uint64_t next_id;
@@ -174,8 +182,10 @@ struct CNotify_center {
 int cn_on_io_thread(CNotify_center *c);
 uint32_t cn_center_start(CNotify_center *c);            /* connect + spawn I/O thread */
 void cn_io_wake(CNotify_center *c);
-uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name); /* add + await rules */
-void cn_rules_for_gone_name(CNotify_center *c, cn_name_slot *slot, const char *name); /* reg_lock held */
+/* The registry of exact names or of namespaces. */
+static inline cn_map *cn_registry(CNotify_center *c, int is_namespace) { return is_namespace ? &c->namespaces : &c->names; }
+uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name, int is_namespace); /* add + await rules */
+void cn_rules_for_gone_name(CNotify_center *c, cn_name_slot *slot, const char *name, int is_namespace); /* reg_lock held */
 void cn_rules_after_connect(CNotify_center *c, DBusConnection *conn); /* I/O thread */
 /* Releases every thread awaiting an AddMatch on connection generation `gen` (it was dropped:
  * the reconnect adds the rules). Called with c->lock held. */
@@ -200,6 +210,8 @@ int cn_in_dispatch(CNotify_center *c);
 
 /* ---- local.c: `self.` names never leave the process and need no bus ---- */
 int cn_is_self_name(const char *name);
+/* `self` or a namespace under it: its posts never travel, so it needs no rule. */
+int cn_is_self_namespace(const char *ns);
 /* Queues a post of a `self.` name and delivers the queue unless another thread of this center
  * is running callbacks: that thread delivers it when its callback returns. */
 uint32_t cn_local_post(CNotify_center *c, const char *name);

@@ -19,6 +19,8 @@ static void deliver_queued(CNotify_center *c);
 
 int cn_is_self_name(const char *name) { return name && strncmp(name, "self.", 5) == 0; }
 
+int cn_is_self_namespace(const char *ns) { return ns && (strcmp(ns, "self") == 0 || cn_is_self_name(ns)); }
+
 uint32_t cn_local_post(CNotify_center *c, const char *name) {
     size_t len = strlen(name) + 1;
     cn_queued_post *p = malloc(sizeof *p + len);

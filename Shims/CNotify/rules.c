@@ -174,9 +174,9 @@ static uint64_t connection_gen(CNotify_center *c) {
 }
 
 /* The AddMatch of `name` on `gen` was answered (or abandoned): let waiting registrants go. */
-static void rule_settled(CNotify_center *c, const char *name, uint64_t gen) {
+static void rule_settled(CNotify_center *c, cn_map *registry, const char *name, uint64_t gen) {
     pthread_mutex_lock(&c->reg_lock);
-    cn_name_slot *slot = cn_map_get(&c->names, name);
+    cn_name_slot *slot = cn_map_get(registry, name);
     if (slot && slot->rule_gen == gen) slot->rule_in_flight = 0;
     pthread_cond_broadcast(&c->reg_cond);
     pthread_mutex_unlock(&c->reg_lock);
@@ -214,12 +214,13 @@ static uint32_t use_catchall(CNotify_center *c, DBusConnection *conn, uint64_t g
     return st;
 }
 
-uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name) {
+uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name, int is_namespace) {
     char rule[CN_RULE_MAX + 64];
     int need_compat = 0, need_name = 0;
     uint64_t gen;
     pthread_mutex_lock(&c->reg_lock);
-    cn_name_slot *slot = cn_map_get(&c->names, name);
+    cn_map *registry = cn_registry(c, is_namespace);
+    cn_name_slot *slot = cn_map_get(registry, name);
     DBusConnection *conn = current_connection(c, &gen);
     if (slot && conn) {
         need_compat = c->compat_gen != gen && !c->catchall_wanted; /* the catch-all covers it */
@@ -230,11 +231,11 @@ uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name) {
     if (!need_name && slot && conn && slot->rule_in_flight && !cn_on_io_thread(c)) {
         /* Another thread is adding this name's rule: return only once the bus has it, or the
          * connection changed (the reconnect adds it), or the name lost its last observer. */
-        while ((slot = cn_map_get(&c->names, name)) && slot->rule_in_flight && slot->rule_gen == gen &&
+        while ((slot = cn_map_get(registry, name)) && slot->rule_in_flight && slot->rule_gen == gen &&
                connection_gen(c) == gen)
             pthread_cond_wait(&c->reg_cond, &c->reg_lock);
     }
-    if (need_name) cn_name_rule(name, rule, sizeof rule);
+    if (need_name) (is_namespace ? cn_namespace_rule : cn_name_rule)(name, rule, sizeof rule);
     uint32_t st = NOTIFY_STATUS_OK;
     if (cn_on_io_thread(c)) {
         pthread_mutex_unlock(&c->reg_lock);
@@ -253,17 +254,17 @@ uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name) {
         st = st1 != NOTIFY_STATUS_OK ? st1 : st2;
     }
     if (st == CN_STATUS_RULE_LIMIT) st = use_catchall(c, conn, gen, name);
-    if (need_name) rule_settled(c, name, gen);
+    if (need_name) rule_settled(c, registry, name, gen);
     if (conn) dbus_connection_unref(conn);
     return st;
 }
 
-void cn_rules_for_gone_name(CNotify_center *c, cn_name_slot *slot, const char *name) {
+void cn_rules_for_gone_name(CNotify_center *c, cn_name_slot *slot, const char *name, int is_namespace) {
     uint64_t gen;
     DBusConnection *conn = current_connection(c, &gen);
     if (conn && slot->rule_gen == gen) {
         char rule[CN_RULE_MAX + 64];
-        cn_name_rule(name, rule, sizeof rule);
+        (is_namespace ? cn_namespace_rule : cn_name_rule)(name, rule, sizeof rule);
         cn_gate_enter(c);
         dbus_bus_remove_match(conn, rule, NULL); /* NULL error: sent without waiting for a reply */
         cn_gate_leave(c);
@@ -273,7 +274,7 @@ void cn_rules_for_gone_name(CNotify_center *c, cn_name_slot *slot, const char *n
 
 void cn_rules_after_connect(CNotify_center *c, DBusConnection *conn) {
     uint64_t gen = connection_gen(c);
-    if (c->names.count == 0) return;
+    if (c->names.count == 0 && c->namespaces.count == 0) return;
     char rule[CN_RULE_MAX + 64];
     if (c->catchall_wanted) { /* first, so the names past the bus's rule limit are covered */
         dbus_bus_add_match(conn, CN_CATCHALL_RULE, NULL);
@@ -287,6 +288,15 @@ void cn_rules_after_connect(CNotify_center *c, DBusConnection *conn) {
             cn_name_slot *slot = node->value;
             if (cn_is_self_name(node->key)) continue; /* process-local: no rule */
             cn_name_rule(node->key, rule, sizeof rule);
+            dbus_bus_add_match(conn, rule, NULL);
+            slot->rule_gen = gen;
+            slot->rule_in_flight = 0;
+        }
+    for (size_t i = 0; i < c->namespaces.nbuckets; i++)
+        for (cn_map_node *node = c->namespaces.buckets[i]; node; node = node->next) {
+            cn_name_slot *slot = node->value;
+            if (cn_is_self_namespace(node->key)) continue;
+            cn_namespace_rule(node->key, rule, sizeof rule);
             dbus_bus_add_match(conn, rule, NULL);
             slot->rule_gen = gen;
             slot->rule_in_flight = 0;

@@ -45,3 +45,30 @@ void CNotify_bucket_interface(const char *name, char out[32]) {
     if (!name) { out[0] = '\0'; return; }
     cn_bucket_interface(name, out);
 }
+
+void cn_namespace_rule(const char *ns, char *buf, size_t len) {
+    snprintf(buf, len, "type='signal',path='" CN_PATH "',member='" CN_MEMBER "',arg0namespace='%s'", ns);
+}
+
+uint32_t cn_validate_namespace(const char *ns) {
+    if (!ns) { cn_set_error("namespace is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    size_t len = strlen(ns);
+    int ok = len > 0 && len <= 255;
+    for (size_t i = 0, start = 0; ok && i <= len; i++) {
+        char ch = ns[i];
+        if (ch == '.' || ch == '\0') {
+            ok = i > start; /* no empty element */
+            start = i + 1;
+        } else if (i == start && ch >= '0' && ch <= '9') {
+            ok = 0;
+        } else {
+            ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+        }
+    }
+    if (!ok) {
+        cn_set_error("'%.64s' is not a namespace: dot-separated elements of letters, digits, '_' and '-', "
+                     "none empty or starting with a digit, at most 255 bytes (D-Bus arg0namespace)", ns);
+        return NOTIFY_STATUS_INVALID_NAME;
+    }
+    return NOTIFY_STATUS_OK;
+}

@@ -77,8 +77,38 @@ public final class NotifyCenter: @unchecked Sendable {
 
     /// The posts of `name` as an async sequence. Ending the iteration cancels the observation.
     public func notifications(named name: String) throws -> Notifications {
+        try notifications(name, isNamespace: false)
+    }
+
+    /// Calls `handler` with the full name of every post of `namespace` and of every name under it
+    /// (`CNotify_center_add_namespace_handler`): "com.example" matches `com.example` and
+    /// `com.example.*`, never `com.examples`. Beyond Apple's API, whose Darwin center needs exact
+    /// names. Queue and cancellation as ``observe(_:queue:handler:)``.
+    /// - Throws: ``NotifyError/Code/invalidName`` for a namespace D-Bus cannot match on
+    ///   (elements of letters, digits, `_` and `-`, none starting with a digit).
+    public func observe(
+        namespace: String,
+        queue: DispatchQueue? = NotifyCenter.defaultCallbackQueue,
+        handler: @escaping @Sendable (String) -> Void
+    ) throws -> NotificationObservation {
+        let state = ObservationState()
+        guard let queue else { return try register(namespace, isNamespace: true, state: state, deliver: handler) }
+        return try register(namespace, isNamespace: true, state: state) { name in
+            queue.async {
+                if !state.isCancelled { handler(name) }
+            }
+        }
+    }
+
+    /// The posts under `namespace` (see ``observe(namespace:queue:handler:)``) as an async
+    /// sequence, each with its full name. Ending the iteration cancels the observation.
+    public func notifications(namespace: String) throws -> Notifications {
+        try notifications(namespace, isNamespace: true)
+    }
+
+    private func notifications(_ key: String, isNamespace: Bool) throws -> Notifications {
         let (stream, continuation) = AsyncStream.makeStream(of: DarwinNotification.self)
-        let observation = try register(name, state: ObservationState()) { name in
+        let observation = try register(key, isNamespace: isNamespace, state: ObservationState()) { name in
             continuation.yield(DarwinNotification(name: name))
         }
         continuation.onTermination = { _ in observation.cancel() }
@@ -89,19 +119,24 @@ public final class NotifyCenter: @unchecked Sendable {
     /// (`CNotify_release`) once no invocation can still be running.
     func register(
         _ name: String,
+        isNamespace: Bool = false,
         state: ObservationState,
         deliver: @escaping @Sendable (String) -> Void
     ) throws -> NotificationObservation {
         let box = Unmanaged.passRetained(HandlerBox(state: state, deliver: deliver))
         var id: UInt64 = 0
-        let status = CNotify_center_add_handler(handle, name, { context, name in
+        let handler: CNotify_handler = { context, name in
             guard let context, let name else { return }
             let box = Unmanaged<HandlerBox>.fromOpaque(context).takeUnretainedValue()
             if !box.state.isCancelled { box.deliver(String(cString: name)) }
-        }, box.toOpaque(), { context in
+        }
+        let release: CNotify_release = { context in
             guard let context else { return }
             Unmanaged<HandlerBox>.fromOpaque(context).release()
-        }, &id)
+        }
+        let status = isNamespace
+            ? CNotify_center_add_namespace_handler(handle, name, handler, box.toOpaque(), release, &id)
+            : CNotify_center_add_handler(handle, name, handler, box.toOpaque(), release, &id)
         if status != 0 {
             // A failed registration leaves the context with us (the C core's contract).
             box.release()

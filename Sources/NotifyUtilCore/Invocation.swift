@@ -39,6 +39,9 @@ public struct Invocation: Equatable, Sendable {
         case get(String)
         /// `-s key value`
         case set(String, UInt64)
+        /// `-W namespace` (forever) or `-WN namespace` (N posts): every post of the namespace and
+        /// of the names under it, printed by full name (beyond Apple's tool)
+        case waitNamespace(String, count: Int?)
         /// `--bus-status`, `--bus-start`, `--bus-stop`: the embedded bus
         case busStatus, busStart, busStop
     }
@@ -95,6 +98,8 @@ public enum InvocationParser {
         -s key val     set state value for key
         --bus-status   report whether the embedded bus runs, and its address
         --bus-start    start the embedded bus if it is not running
+        -W namespace   print each post of the namespace and of every name under it, forever
+        -WN namespace  the same, then exit after N posts (for example -W1 com.example)
         --bus-stop     stop the embedded bus
         --version      print the version and exit
     """
@@ -150,11 +155,15 @@ public enum InvocationParser {
                     throw UsageError("value following -s \(shownName(name)) must be a 64-bit integer, not \(shownName(value))")
                 }
                 result.commands.append(.set(name, state))
+            case "-W": result.commands.append(.waitNamespace(try operand(for: arg, "namespace"), count: nil))
             case "--bus-status": result.commands.append(.busStatus)
             case "--bus-start": result.commands.append(.busStart)
             case "--bus-stop": result.commands.append(.busStop)
             default:
-                if arg.count > 1, arg.hasPrefix("-"), let n = Int(arg.dropFirst()), n >= 0 {
+                if arg.hasPrefix("-W"), let n = Int(arg.dropFirst(2)), n >= 0 {
+                    guard n > 0 else { throw UsageError("-W0 waits for no notification: use -W NAMESPACE to wait forever, or -WN NAMESPACE with N ≥ 1") }
+                    result.commands.append(.waitNamespace(try operand(for: arg, "namespace"), count: n))
+                } else if arg.count > 1, arg.hasPrefix("-"), let n = Int(arg.dropFirst()), n >= 0 {
                     // Apple's waits forever on -0, which a script never means: -w says that.
                     guard n > 0 else { throw UsageError("-0 waits for no notification: use -w NAME to wait forever, or -N NAME with N ≥ 1") }
                     let name = try operand(for: arg, "name")

@@ -54,6 +54,8 @@ public final class Runner: Sendable {
                         try getCenter().flush()
                         usleep(UInt32(min(invocation.napMilliseconds, 4_000_000)) * 1000)
                     }
+                case .waitNamespace(let namespace, let count):
+                    try queue.sync { try registerNamespace(namespace, count: count, center: getCenter()) }
                 case .wait(let name, let count, let delivery):
                     // Registered from the watch queue, so no event is handled before it is listed.
                     try queue.sync { try register(name, count: count, delivery: delivery, center: getCenter()) }
@@ -94,6 +96,7 @@ public final class Runner: Sendable {
         switch command {
         case .post(let name): return "-p \(shownName(name))"
         case .wait(let name, _, _): return "-w \(shownName(name))"
+        case .waitNamespace(let namespace, _): return "-W \(shownName(namespace))"
         case .get(let name): return "-g \(shownName(name))"
         case .set(let name, _): return "-s \(shownName(name))"
         case .busStatus: return "--bus-status"
@@ -118,6 +121,15 @@ public final class Runner: Sendable {
             self.delivery = delivery
             self.left = left
         }
+    }
+
+    /// A namespace registration (`-W`): each post is reported by the name it was posted under.
+    private func registerNamespace(_ namespace: String, count: Int?, center: NotifyCenter) throws {
+        let reg = Registration(name: namespace, delivery: .port, left: count)
+        let observation = try center.observe(namespace: namespace, queue: queue) { [self] name in fired(reg, center: center, name: name) }
+        reg.observation = observation
+        reg.id = Int64(observation.registrationID)
+        registrations.withLock { $0.append(reg) }
     }
 
     private func register(_ name: String, count: Int?, delivery: Invocation.Delivery, center: NotifyCenter) throws {
@@ -177,9 +189,9 @@ public final class Runner: Sendable {
 
     /// One notification for `reg` (on the watch queue): report it, count it down, and end the run
     /// once no registration is left.
-    private func fired(_ reg: Registration, center: NotifyCenter) {
+    private func fired(_ reg: Registration, center: NotifyCenter, name: String? = nil) {
         guard reg.left != 0, !(reg.token?.isCancelled ?? false), !(reg.observation?.isCancelled ?? false) else { return }
-        report(reg, center: center)
+        report(reg, center: center, name: name ?? reg.name)
         guard let left = reg.left else { return }
         reg.left = left - 1
         guard left - 1 == 0 else { return }
@@ -193,20 +205,20 @@ public final class Runner: Sendable {
         if empty { finished.signal() }
     }
 
-    private func report(_ reg: Registration, center: NotifyCenter) {
+    private func report(_ reg: Registration, center: NotifyCenter, name: String) {
         switch invocation.output {
         case .quiet: return
-        case .key: out("\(reg.name)\n")
+        case .key: out("\(name)\n")
         case .verbose:
             var now = timeval()
             gettimeofday(&now, nil)
             // Apple's format: milliseconds as three digits, rounded, from the microseconds.
             let msec = String(String(Int(now.tv_usec) + 1_000_500).dropFirst().prefix(3))
             let state: String
-            do { state = String(try reg.token?.state() ?? center.state(of: reg.name)) } catch {
+            do { state = String(try reg.token?.state() ?? center.state(of: name)) } catch {
                 state = ": \(error)"
             }
-            out("[\(reg.id)] \(now.tv_sec).\(msec) \(reg.name) \(state) \(reg.delivery.typeName)\n")
+            out("[\(reg.id)] \(now.tv_sec).\(msec) \(name) \(state) \(reg.delivery.typeName)\n")
         }
     }
 }

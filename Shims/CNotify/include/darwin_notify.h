@@ -63,6 +63,20 @@ uint32_t CNotify_center_add_observer(CNotify_center *center, const void *observe
 /* Removes every registration of `observer` for `name`. */
 uint32_t CNotify_center_remove_observer(CNotify_center *center, const void *observer, const char *name);
 
+/*
+ * Namespace observation (beyond Apple): `callback` runs for every post of `ns` and of every name
+ * under it (`com.example` matches `com.example` and `com.example.*`, never `com.examples`), with
+ * the full name. `ns` is dot-separated elements of letters, digits, '_' and '-', none starting
+ * with a digit (D-Bus arg0namespace); else NOTIFY_STATUS_INVALID_NAME. A process that observes a
+ * name both exactly and through a namespace gets each post once per registration.
+ * CNotify_center_remove_handler removes a namespace handler by its id, as any other.
+ */
+uint32_t CNotify_center_add_namespace_observer(CNotify_center *center, const void *observer,
+                                               CNotify_callback callback, const char *ns);
+uint32_t CNotify_center_add_namespace_handler(CNotify_center *center, const char *ns, CNotify_handler handler,
+                                              void *context, CNotify_release release, uint64_t *out_id);
+uint32_t CNotify_center_remove_namespace_observer(CNotify_center *center, const void *observer, const char *ns);
+
 /* Removes every registration of `observer`, whatever its name. */
 uint32_t CNotify_center_remove_every_observer(CNotify_center *center, const void *observer);
 
