@@ -248,3 +248,19 @@ int cmd_post_loop(int argc, char **argv) {
     out("posted=%llu failed=%llu", ok, failed);
     return 0;
 }
+
+static void ignore_namespace_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
+    (void)c; (void)observer; (void)name; (void)object; (void)info;
+}
+
+/* observe-namespace NS...: a namespace observer per argument, then "ready"; idles until stdin closes. */
+int cmd_observe_namespace(int argc, char **argv) {
+    CNotify_center *c = CNotify_center_get_darwin_notify_center();
+    for (int i = 0; i < argc; i++) {
+        uint32_t st = CNotify_center_add_namespace_observer(c, NULL, ignore_namespace_cb, argv[i]);
+        if (st) return fail("add_namespace_observer", st);
+    }
+    out("ready");
+    while (!stdin_closed(1000)) {}
+    return 0;
+}

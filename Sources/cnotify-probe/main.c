@@ -447,6 +447,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "token-after-destroy")) return cmd_token_after_destroy(argc, argv);
     if (!strcmp(cmd, "flood-until-refused")) return cmd_flood_until_refused(argc, argv);
     if (!strcmp(cmd, "post-loop")) return cmd_post_loop(argc, argv);
+    if (!strcmp(cmd, "observe-namespace")) return cmd_observe_namespace(argc, argv);
     fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
     return 64;
 }

@@ -22,5 +22,6 @@ int cmd_replay(int argc, char **argv);
 int cmd_token_after_destroy(int argc, char **argv);
 int cmd_flood_until_refused(int argc, char **argv);
 int cmd_post_loop(int argc, char **argv);
+int cmd_observe_namespace(int argc, char **argv);
 
 #endif

@@ -35,11 +35,12 @@ func latencySuite(_ options: Options) async throws -> [Row] {
 }
 
 /// `names`: the C-callback ping-pong while 10 other processes observe 1,000 names each
-/// (10,000 names), against the same ping-pong with no other observer, in the same run.
+/// (10,000 names), against the same ping-pong with no other observer, in the same run; then with
+/// 10 namespace observers added, against the run without them.
 func namesSuite(_ options: Options) async throws -> [Row] {
     let bus = try PrivateBus()
     defer { bus.stop() }
-    var quiet = Samples(), loaded = Samples(), floorLoaded = Samples()
+    var quiet = Samples(), loaded = Samples(), floorLoaded = Samples(), withNamespaces = Samples()
     let perRound = max(1, options.samples / options.rounds)
     for _ in 0..<options.rounds {
         quiet.add(try await PingPong.measure(.cCallback, bus: bus.address, samples: perRound, warmup: options.warmup))
@@ -49,11 +50,21 @@ func namesSuite(_ options: Options) async throws -> [Row] {
         for child in background { _ = try child.readLine { $0 == "ready" } }
         loaded.add(try await PingPong.measure(.cCallback, bus: bus.address, samples: perRound, warmup: options.warmup))
         floorLoaded.add(try await PingPong.measure(.floor, bus: bus.address, samples: perRound, warmup: options.warmup))
+        // The same, plus 10 namespace observers (one arg0namespace rule each, on no interface:
+        // the daemon checks those for every post).
+        let namespaces = try (0..<10).map { i in
+            try Child("cnotify-probe", ["observe-namespace", "names.ns\(i)"], environment: ["DARWIN_NOTIFY_BUS": bus.address])
+        }
+        for child in namespaces { _ = try child.readLine { $0 == "ready" } }
+        withNamespaces.add(try await PingPong.measure(.cCallback, bus: bus.address, samples: perRound, warmup: options.warmup))
+        for child in namespaces { child.stop() }
         for child in background { child.stop() }
     }
     return [
         Row(label: "C callback, 1 name observed", samples: quiet, reference: nil, target: nil),
         Row(label: "C callback, +10 procs × 1,000 names", samples: loaded, reference: quiet.p50, target: 1.5),
         Row(label: "floor, +10 procs × 1,000 names", samples: floorLoaded, reference: quiet.p50, target: nil),
+        Row(label: "C callback, + 10 namespace observers", samples: withNamespaces,
+            reference: loaded.p50, target: 1.1),
     ]
 }
