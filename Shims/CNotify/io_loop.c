@@ -320,17 +320,19 @@ static void drop_connection(CNotify_center *c) {
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     if (conn) {
-        /* With the gate held exclusively: no poster or registrant is inside libdbus on this
-         * connection while it is closed and its pending calls are completed. libdbus drops and
-         * retakes its lock while it completes them, and a sender that met the broken socket at
-         * the same moment once had one completed twice (a crash seen in the ASan lane). */
+        /* The close, which completes the connection's pending calls, with the gate held
+         * exclusively: no poster or registrant is inside libdbus on this connection meanwhile.
+         * libdbus drops and retakes its lock while it completes them, and a sender that met the
+         * broken socket at the same moment once had one completed twice (a crash seen in the ASan
+         * lane). Only the close: the dispatch below runs callbacks, which take reg_lock, which a
+         * registrant may hold while it waits for the gate. */
         pthread_rwlock_wrlock(&c->io_gate);
         dbus_connection_close(conn); /* close before the last unref: a private connection */
+        pthread_rwlock_unlock(&c->io_gate);
         /* Dispatch once more, so libdbus completes what pending calls it can and hands us the
          * posts it had already read. Registering threads do not depend on it: they were released
          * above (libdbus does not complete every pending call of a broken connection). */
         while (dbus_connection_dispatch(conn) == DBUS_DISPATCH_DATA_REMAINS) {}
-        pthread_rwlock_unlock(&c->io_gate);
         dbus_connection_unref(conn);
     }
     /* What we knew of senders was true of this connection's bus instance only: a restarted
