@@ -47,7 +47,7 @@ let package = Package(
             linkerSettings: [.linkedLibrary("dbus-1"), .linkedLibrary("pthread")]
         ),
         .target(name: "DarwinNotify", dependencies: ["CNotify"]),
-        .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CNotify"]),
+        .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CNotify", "CDBus"]),
         // notifyutil is linked statically: a command-line post is mostly process start-up, and
         // loading the Swift runtime's shared libraries (libswiftCore pulls in libstdc++) took 2 ms,
         // twice dbus-send's whole run (BENCHMARKS.md, cli). Static, it takes about 0.7 ms.

@@ -44,6 +44,8 @@ public struct Invocation: Equatable, Sendable {
         case waitNamespace(String, count: Int?)
         /// `--bus-status`, `--bus-start`, `--bus-stop`: the embedded bus
         case busStatus, busStart, busStop
+        /// `--monitor`: every post on the bus, one line each, until the bus goes away
+        case monitor
     }
 
     public enum Output: Equatable, Sendable { case quiet, key, verbose }
@@ -56,6 +58,8 @@ public struct Invocation: Equatable, Sendable {
     public var showHelp = false
     /// `--version`: print the version and exit.
     public var showVersion = false
+    /// `--json`: `--monitor` prints one JSON object per post.
+    public var json = false
 
     public init() {}
 }
@@ -101,6 +105,9 @@ public enum InvocationParser {
         -W namespace   print each post of the namespace and of every name under it, forever
         -WN namespace  the same, then exit after N posts (for example -W1 com.example)
         --bus-stop     stop the embedded bus
+        --monitor      print every post on the bus: time, name, sender, pid, uid, sequence, gaps,
+                       and whether a DarwinNotify client or another D-Bus client posted it
+        --json         with --monitor: one JSON object per line
         --version      print the version and exit
     """
 
@@ -156,6 +163,8 @@ public enum InvocationParser {
                 }
                 result.commands.append(.set(name, state))
             case "-W": result.commands.append(.waitNamespace(try operand(for: arg, "namespace"), count: nil))
+            case "--monitor": result.commands.append(.monitor)
+            case "--json": result.json = true
             case "--bus-status": result.commands.append(.busStatus)
             case "--bus-start": result.commands.append(.busStart)
             case "--bus-stop": result.commands.append(.busStop)

@@ -54,6 +54,10 @@ public final class Runner: Sendable {
                         try getCenter().flush()
                         usleep(UInt32(min(invocation.napMilliseconds, 4_000_000)) * 1000)
                     }
+                case .monitor:
+                    let monitor = try BusMonitor(bus: invocation.bus)
+                    if !invocation.json { err("notifyutil: monitoring every post on the bus (Ctrl-C to stop)\n") }
+                    try monitor.run { post in out((invocation.json ? post.json : post.line) + "\n") }
                 case .waitNamespace(let namespace, let count):
                     try queue.sync { try registerNamespace(namespace, count: count, center: getCenter()) }
                 case .wait(let name, let count, let delivery):
@@ -102,6 +106,7 @@ public final class Runner: Sendable {
         case .busStatus: return "--bus-status"
         case .busStart: return "--bus-start"
         case .busStop: return "--bus-stop"
+        case .monitor: return "--monitor"
         }
     }
 

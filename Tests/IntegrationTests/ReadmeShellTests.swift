@@ -61,7 +61,7 @@ extension IntegrationSuites {
                         let command = line.replacingOccurrences(of: "bash .ci/install-deps && swift run ", with: "")
                         let child = try ChildProcess("/bin/sh", ["-c", "cd \"$0\" && " + command, sandbox],
                                                      environment: command.contains("--libs darwin-notify") ? installed : env)
-                        let waits = command.range(of: #"(^|\s)-(w|W[0-9]*|[0-9]+)\s|\blisten\b"#, options: .regularExpression) != nil
+                        let waits = command.range(of: #"(^|\s)-(w|W[0-9]*|[0-9]+)\s|\blisten\b|--monitor"#, options: .regularExpression) != nil
                         if child.exits(within: waits ? 1 : 60) {
                             let status = try child.waitForExit()
                             let ok = status == 0 || (command.hasPrefix("notifyutil --bus-status") && status == 3)

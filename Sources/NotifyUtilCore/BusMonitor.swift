@@ -1,0 +1,229 @@
+// BusMonitor: `notifyutil --monitor [--json]`, every post on a bus, one line each, with who sent
+// it. A connection of its own (raw libdbus: it must see posts of every name, ours and foreign),
+// one catch-all match rule, and the sender's pid and uid from the bus
+// (org.freedesktop.DBus.GetConnectionCredentials), cached per unique name for this connection.
+// No Foundation: notifyutil is a static executable that starts in under a millisecond.
+import CDBus
+import CNotify
+import DarwinNotify
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One post as `--monitor` reports it.
+public struct MonitoredPost: Sendable, Equatable {
+    public let time: Double
+    public let name: String
+    public let sender: String
+    /// From the bus; nil when the sender had gone before it could be asked.
+    public let pid: UInt32?
+    public let uid: UInt32?
+    public let sequence: UInt64?
+    /// Posts missing from this sender's numbering of this name just before this one.
+    public let gap: UInt64
+    /// Posted by a DarwinNotify client (its bucket interface and a sequence), or by another
+    /// D-Bus client (dbus-send, gdbus) on the plain interface.
+    public let ours: Bool
+
+    /// Seconds since 1970 with six decimals.
+    var when: String {
+        let micros = UInt64((time * 1_000_000).rounded())
+        let fraction = String(micros % 1_000_000)
+        return "\(micros / 1_000_000)." + String(repeating: "0", count: 6 - fraction.count) + fraction
+    }
+
+    /// The text line: `<time> <name> sender=<:1.n> pid=<pid> uid=<uid> seq=<n> [gap=<k>] <darwin-notify|foreign>`.
+    public var line: String {
+        var text = "\(when) \(name) sender=\(sender) pid=\(pid.map(String.init) ?? "-") uid=\(uid.map(String.init) ?? "-")"
+        text += " seq=\(sequence.map(String.init) ?? "-")"
+        if gap > 0 { text += " gap=\(gap)" }
+        return text + (ours ? " darwin-notify" : " foreign")
+    }
+
+    /// One JSON object.
+    public var json: String {
+        func quoted(_ s: String) -> String {
+            var out = "\""
+            for scalar in s.unicodeScalars {
+                switch scalar {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += "\\n"
+                case "\r": out += "\\r"
+                case "\t": out += "\\t"
+                default:
+                    if scalar.value < 0x20 {
+                        let hex = String(scalar.value, radix: 16)
+                        out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                    } else {
+                        out.unicodeScalars.append(scalar)
+                    }
+                }
+            }
+            return out + "\""
+        }
+        let fields = [
+            "\"time\":\(when)", "\"name\":\(quoted(name))", "\"sender\":\(quoted(sender))",
+            "\"pid\":\(pid.map(String.init) ?? "null")", "\"uid\":\(uid.map(String.init) ?? "null")",
+            "\"seq\":\(sequence.map(String.init) ?? "null")", "\"gap\":\(gap)", "\"client\":\(ours ? "\"darwin-notify\"" : "\"foreign\"")",
+        ]
+        return "{" + fields.joined(separator: ",") + "}"
+    }
+}
+
+/// Watches every post on one bus until it goes away.
+public final class BusMonitor {
+    private let connection: OpaquePointer
+    private var credentials: [String: (pid: UInt32?, uid: UInt32?)] = [:]
+    private var lastSequence: [String: UInt64] = [:]
+
+    private static let typeString = Int32(UInt8(ascii: "s"))
+    private static let typeUInt64 = Int32(UInt8(ascii: "t"))
+    private static let typeUInt32 = Int32(UInt8(ascii: "u"))
+    private static let typeArray = Int32(UInt8(ascii: "a"))
+    private static let typeVariant = Int32(UInt8(ascii: "v"))
+    private static let typeDictEntry = Int32(UInt8(ascii: "e"))
+    private static let signal: Int32 = 4 // DBUS_MESSAGE_TYPE_SIGNAL
+
+    /// Connects to `bus` (an address, or nil: the default bus, as `NotifyCenter.default` uses).
+    public init(bus: String?) throws {
+        let address = try BusMonitor.resolve(bus)
+        var error = DBusError()
+        dbus_error_init(&error)
+        defer { dbus_error_free(&error) }
+        guard let connection = dbus_connection_open_private(address, &error) else {
+            throw NotifyError(code: .serverNotFound, message: "cannot reach the bus at \(address): \(BusMonitor.text(error))")
+        }
+        dbus_connection_set_exit_on_disconnect(connection, 0)
+        guard dbus_bus_register(connection, &error) != 0 else {
+            dbus_connection_close(connection)
+            dbus_connection_unref(connection)
+            throw NotifyError(code: .serverNotFound, message: "the bus at \(address) refused us: \(BusMonitor.text(error))")
+        }
+        // Every post, on every bucket interface and the plain one.
+        dbus_bus_add_match(connection, "type='signal',path='/org/darwinnotify',member='Post'", &error)
+        if dbus_error_is_set(&error) != 0 {
+            dbus_connection_close(connection)
+            dbus_connection_unref(connection)
+            throw NotifyError(code: .failed, message: "the bus at \(address) refused the monitor's match rule: \(BusMonitor.text(error))")
+        }
+        self.connection = connection
+    }
+
+    deinit {
+        dbus_connection_close(connection)
+        dbus_connection_unref(connection)
+    }
+
+    /// Calls `report` for each post, in arrival order, until the bus goes away (then throws).
+    public func run(_ report: (MonitoredPost) -> Void) throws {
+        while dbus_connection_read_write(connection, -1) != 0 {
+            while let message = dbus_connection_pop_message(connection) {
+                defer { dbus_message_unref(message) }
+                if let post = describe(message) { report(post) }
+            }
+        }
+        throw NotifyError(code: .serverNotFound, message: "the bus went away")
+    }
+
+    private func describe(_ message: OpaquePointer) -> MonitoredPost? {
+        guard dbus_message_get_type(message) == BusMonitor.signal,
+              let member = dbus_message_get_member(message), String(cString: member) == "Post",
+              let interfacePointer = dbus_message_get_interface(message) else { return nil }
+        let interface = String(cString: interfacePointer)
+        guard interface.hasPrefix("org.darwinnotify.Notify") else { return nil }
+        var it = DBusMessageIter()
+        guard dbus_message_iter_init(message, &it) != 0, dbus_message_iter_get_arg_type(&it) == BusMonitor.typeString else { return nil }
+        var namePointer: UnsafePointer<CChar>?
+        dbus_message_iter_get_basic(&it, &namePointer)
+        guard let namePointer else { return nil }
+        let name = String(cString: namePointer)
+        var sequence: UInt64?
+        if dbus_message_iter_next(&it) != 0, dbus_message_iter_get_arg_type(&it) == BusMonitor.typeUInt64 {
+            var value: UInt64 = 0
+            dbus_message_iter_get_basic(&it, &value)
+            sequence = value
+        }
+        let sender = dbus_message_get_sender(message).map { String(cString: $0) } ?? "?"
+        var gap: UInt64 = 0
+        if let sequence {
+            let key = sender + "\n" + name
+            if let last = lastSequence[key], sequence > last, sequence - last > 1 { gap = sequence - last - 1 }
+            lastSequence[key] = sequence
+        }
+        let who = credentials[sender] ?? askCredentials(of: sender)
+        credentials[sender] = who
+        var bucket = [CChar](repeating: 0, count: 32)
+        CNotify_bucket_interface(name, &bucket)
+        let ours = sequence != nil && interface == String(cString: bucket)
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return MonitoredPost(time: Double(now.tv_sec) + Double(now.tv_nsec) / 1e9, name: name, sender: sender,
+                             pid: who.pid, uid: who.uid, sequence: sequence, gap: gap, ours: ours)
+    }
+
+    /// GetConnectionCredentials: ProcessID and UnixUserID; nils once the sender has gone.
+    private func askCredentials(of sender: String) -> (pid: UInt32?, uid: UInt32?) {
+        guard let call = dbus_message_new_method_call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                                      "GetConnectionCredentials") else { return (nil, nil) }
+        defer { dbus_message_unref(call) }
+        var it = DBusMessageIter()
+        dbus_message_iter_init_append(call, &it)
+        let appended = sender.withCString { chars -> Bool in
+            var pointer: UnsafePointer<CChar>? = chars
+            return dbus_message_iter_append_basic(&it, BusMonitor.typeString, &pointer) != 0
+        }
+        guard appended else { return (nil, nil) }
+        var error = DBusError()
+        dbus_error_init(&error)
+        defer { dbus_error_free(&error) }
+        guard let reply = dbus_connection_send_with_reply_and_block(connection, call, 2000, &error) else { return (nil, nil) }
+        defer { dbus_message_unref(reply) }
+        var pid: UInt32?, uid: UInt32?
+        var array = DBusMessageIter(), entries = DBusMessageIter()
+        guard dbus_message_iter_init(reply, &array) != 0, dbus_message_iter_get_arg_type(&array) == BusMonitor.typeArray else { return (nil, nil) }
+        dbus_message_iter_recurse(&array, &entries)
+        while dbus_message_iter_get_arg_type(&entries) == BusMonitor.typeDictEntry {
+            var entry = DBusMessageIter(), variant = DBusMessageIter()
+            dbus_message_iter_recurse(&entries, &entry)
+            var keyPointer: UnsafePointer<CChar>?
+            dbus_message_iter_get_basic(&entry, &keyPointer)
+            let key = keyPointer.map { String(cString: $0) } ?? ""
+            if dbus_message_iter_next(&entry) != 0, dbus_message_iter_get_arg_type(&entry) == BusMonitor.typeVariant {
+                dbus_message_iter_recurse(&entry, &variant)
+                if dbus_message_iter_get_arg_type(&variant) == BusMonitor.typeUInt32 {
+                    var value: UInt32 = 0
+                    dbus_message_iter_get_basic(&variant, &value)
+                    if key == "ProcessID" { pid = value } else if key == "UnixUserID" { uid = value }
+                }
+            }
+            dbus_message_iter_next(&entries)
+        }
+        return (pid, uid)
+    }
+
+    /// The address of `bus` as the library resolves it (the embedded bus is started if needed).
+    private static func resolve(_ bus: String?) throws -> String {
+        func env(_ name: String) -> String? { getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
+        let spec = bus ?? env("DARWIN_NOTIFY_BUS")
+        switch spec {
+        case nil:
+            let (scope, address) = try EmbeddedBus.defaultBus()
+            return scope == "embedded" ? try EmbeddedBus.start() : address
+        case "embedded": return try EmbeddedBus.start()
+        case "session":
+            guard let address = env("DBUS_SESSION_BUS_ADDRESS") else {
+                throw NotifyError(code: .serverNotFound, message: "--bus session, but DBUS_SESSION_BUS_ADDRESS is not set")
+            }
+            return address
+        case "system":
+            return env("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/run/dbus/system_bus_socket"
+        case let address?: return address
+        }
+    }
+
+    private static func text(_ error: DBusError) -> String {
+        error.message.map { String(cString: $0) } ?? "unknown error"
+    }
+}
