@@ -21,6 +21,9 @@ let package = Package(
         .executable(name: "notifyutil", targets: ["notifyutil"]),
         .executable(name: "notify-bench", targets: ["notify-bench"]),
         .library(name: "Wormhole", targets: ["Wormhole"]),
+        // Darwin notifications into Foundation's NotificationCenter and back (a module of its own:
+        // the core never depends on Foundation).
+        .library(name: "DarwinNotifyFoundation", targets: ["DarwinNotifyFoundation"]),
         .executable(name: "wormhole", targets: ["wormhole"]),
     ],
     dependencies: [
@@ -48,6 +51,7 @@ let package = Package(
         ),
         .target(name: "DarwinNotify", dependencies: ["CNotify"]),
         .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CNotify", "CDBus"]),
+        .target(name: "DarwinNotifyFoundation", dependencies: ["DarwinNotify"]),
         // notifyutil is linked statically: a command-line post is mostly process start-up, and
         // loading the Swift runtime's shared libraries (libswiftCore pulls in libstdc++) took 2 ms,
         // twice dbus-send's whole run (BENCHMARKS.md, cli). Static, it takes about 0.7 ms.
@@ -86,7 +90,7 @@ let package = Package(
             name: "IntegrationTests",
             // Not notifyutil: its static-link flag would reach this bundle's link. The tests run the
             // binary that `swift build` (README) makes.
-            dependencies: ["DarwinNotify", "CNotify", "Wormhole", "cnotify-probe", "wormhole", "wormhole-probe"]
+            dependencies: ["DarwinNotify", "CNotify", "Wormhole", "DarwinNotifyFoundation", "cnotify-probe", "wormhole", "wormhole-probe"]
         ),
     ]
 )
