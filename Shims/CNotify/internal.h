@@ -227,9 +227,10 @@ void cn_local_free(CNotify_center *c);
 int cn_restricted_uid(const char *name, uid_t *uid);
 /* NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) unless this process may post or set `name`. */
 uint32_t cn_may_write(const char *name);
-/* On the I/O thread: whether a received post of `name` from `sender` may be delivered. For
- * user.uid.N names it asks the bus for the sender's uid (GetConnectionUnixUser, cached per
- * unique name, which the bus never reuses): anyone on a bus can emit any signal. */
+/* On the I/O thread: whether a received post of `name` from `sender`, which carries no credential
+ * (credentials.c), may be delivered. For user.uid.N names it asks the bus for the sender's uid
+ * (GetConnectionUnixUser, cached per unique name for this connection only: a restarted bus reuses
+ * the names), which works only while the sender is connected: anyone on a bus can emit any signal. */
 int cn_sender_may_post(CNotify_center *c, DBusConnection *conn, const char *sender, const char *name);
 /* Forgets every per-sender answer: they belong to one connection (a restarted bus hands out the
  * same unique names again). I/O thread. */
