@@ -472,15 +472,11 @@ uint32_t CNotify_embedded_bus_status(int *running, char *out_address, size_t out
 uint32_t CNotify_default_bus(char *out_scope, size_t scope_len, char *out_address, size_t address_len) {
     cn_clear_error();
     const char *env = getenv("DARWIN_NOTIFY_BUS");
-    const char *scope;
-    if (env && env[0]) scope = "DARWIN_NOTIFY_BUS";
-    else if (system_bus_is_default()) scope = "system";
-    else scope = "embedded";
     cn_bus_kind kind;
     char *address = NULL;
-    uint32_t st = cn_resolve_bus(NULL, &kind, &address);
+    uint32_t st = cn_resolve_bus(NULL, &kind, &address); /* decides system or embedded, once */
     if (st != NOTIFY_STATUS_OK) return st;
-    copy_out(out_scope, scope_len, scope);
+    copy_out(out_scope, scope_len, env && env[0] ? "DARWIN_NOTIFY_BUS" : kind == CN_BUS_EMBEDDED ? "embedded" : "system");
     if (kind == CN_BUS_EMBEDDED) {
         char dir[PATH_MAX], sock[PATH_MAX + 8];
         if ((st = embedded_paths(dir, sizeof dir, sock, sizeof sock)) != NOTIFY_STATUS_OK) return st;
@@ -492,4 +488,16 @@ uint32_t CNotify_default_bus(char *out_scope, size_t scope_len, char *out_addres
     }
     free(address);
     return NOTIFY_STATUS_OK;
+}
+
+uint32_t CNotify_bus_address(const char *bus, char *out, size_t len) {
+    cn_clear_error();
+    if (!out || !len) { cn_set_error("output buffer is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    cn_bus_kind kind;
+    char *address = NULL;
+    uint32_t st = cn_resolve_bus(bus, &kind, &address);
+    if (st == NOTIFY_STATUS_OK && kind == CN_BUS_EMBEDDED) st = cn_embedded_ensure(&address);
+    if (st == NOTIFY_STATUS_OK) copy_out(out, len, address);
+    free(address);
+    return st;
 }

@@ -226,9 +226,14 @@ static void withdraw_entry(CNotify_center *c, const char *name, int is_namespace
     cn_set_error("%s", saved);
 }
 
+/* A `self.` name or namespace: delivered in the process only, so it needs no bus and no rule. */
+static int is_local_key(const char *key, int is_namespace) {
+    return is_namespace ? cn_is_self_namespace(key) : cn_is_self_name(key);
+}
+
 static uint32_t register_entry(CNotify_center *c, cn_entry *e, const char *name, uint64_t *out_id) {
     int is_namespace = e->is_namespace;
-    int local = is_namespace ? cn_is_self_namespace(name) : cn_is_self_name(name); /* needs no bus, no rule */
+    int local = is_local_key(name, is_namespace);
     uint32_t st = cn_fork_check();
     if (st == NOTIFY_STATUS_OK && !local) st = cn_center_start(c);
     uint64_t id = 0;
@@ -263,7 +268,7 @@ static size_t remove_in_slot(CNotify_center *c, int is_namespace, const char *na
     }
     slot->count = keep;
     if (keep == 0) { /* its last observer left */
-        if (!(is_namespace ? cn_is_self_namespace(name) : cn_is_self_name(name))) cn_rules_for_gone_name(c, slot, name, is_namespace);
+        if (!is_local_key(name, is_namespace)) cn_rules_for_gone_name(c, slot, name, is_namespace);
         free_slot(cn_map_remove(cn_registry(c, is_namespace), name));
     }
     return removed;
@@ -413,59 +418,49 @@ static cn_entry *new_entry(const char *name) {
     return e;
 }
 
-uint32_t CNotify_center_add_observer(CNotify_center *c, const void *observer, CNotify_callback callback, const char *name) {
-    cn_clear_error();
-    if (!c || !callback) { cn_set_error("center or callback is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
-    uint32_t st = CNotify_validate_name(name);
+/* The one way in for every registration: exact or namespace, CF-style callback or handler. The
+ * public functions below differ only in their arguments' checks. */
+static uint32_t add_registration(CNotify_center *c, const char *key, int is_namespace, const void *observer,
+                                 CNotify_callback callback, CNotify_handler handler, void *context,
+                                 CNotify_release release, uint64_t *out_id) {
+    uint32_t st = is_namespace ? cn_validate_namespace(key) : CNotify_validate_name(key);
     if (st != NOTIFY_STATUS_OK) return st;
-    cn_entry *e = new_entry(name);
+    cn_entry *e = new_entry(key);
     if (!e) return NOTIFY_STATUS_FAILED;
     e->observer = observer;
     e->cf_callback = callback;
-    return register_entry(c, e, name, NULL);
+    e->handler = handler;
+    e->context = context;
+    e->release = release;
+    e->is_namespace = is_namespace;
+    return register_entry(c, e, key, out_id);
+}
+
+uint32_t CNotify_center_add_observer(CNotify_center *c, const void *observer, CNotify_callback callback, const char *name) {
+    cn_clear_error();
+    if (!c || !callback) { cn_set_error("center or callback is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    return add_registration(c, name, 0, observer, callback, NULL, NULL, NULL, NULL);
 }
 
 uint32_t CNotify_center_add_handler(CNotify_center *c, const char *name, CNotify_handler handler, void *context,
                                     CNotify_release release, uint64_t *out_id) {
     cn_clear_error();
     if (!c || !handler || !out_id) { cn_set_error("center, handler or id pointer is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
-    uint32_t st = CNotify_validate_name(name);
-    if (st != NOTIFY_STATUS_OK) return st;
-    cn_entry *e = new_entry(name);
-    if (!e) return NOTIFY_STATUS_FAILED;
-    e->handler = handler;
-    e->context = context;
-    e->release = release;
-    return register_entry(c, e, name, out_id);
+    return add_registration(c, name, 0, NULL, NULL, handler, context, release, out_id);
 }
 
 uint32_t CNotify_center_add_namespace_observer(CNotify_center *c, const void *observer, CNotify_callback callback,
                                                const char *ns) {
     cn_clear_error();
     if (!c || !callback) { cn_set_error("center or callback is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
-    uint32_t st = cn_validate_namespace(ns);
-    if (st != NOTIFY_STATUS_OK) return st;
-    cn_entry *e = new_entry(ns);
-    if (!e) return NOTIFY_STATUS_FAILED;
-    e->observer = observer;
-    e->cf_callback = callback;
-    e->is_namespace = 1;
-    return register_entry(c, e, ns, NULL);
+    return add_registration(c, ns, 1, observer, callback, NULL, NULL, NULL, NULL);
 }
 
 uint32_t CNotify_center_add_namespace_handler(CNotify_center *c, const char *ns, CNotify_handler handler, void *context,
                                               CNotify_release release, uint64_t *out_id) {
     cn_clear_error();
     if (!c || !handler || !out_id) { cn_set_error("center, handler or id pointer is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
-    uint32_t st = cn_validate_namespace(ns);
-    if (st != NOTIFY_STATUS_OK) return st;
-    cn_entry *e = new_entry(ns);
-    if (!e) return NOTIFY_STATUS_FAILED;
-    e->handler = handler;
-    e->context = context;
-    e->release = release;
-    e->is_namespace = 1;
-    return register_entry(c, e, ns, out_id);
+    return add_registration(c, ns, 1, NULL, NULL, handler, context, release, out_id);
 }
 
 static int match_observer(const cn_entry *e, const void *observer, uint64_t unused) {
@@ -540,9 +535,8 @@ uint32_t CNotify_center_post(CNotify_center *c, const char *name) {
     if (st != NOTIFY_STATUS_OK) return st;
     if ((st = cn_fork_check()) != NOTIFY_STATUS_OK) return st;
     if (cn_is_self_name(name)) return cn_local_post(c, name); /* never leaves the process */
-    if ((st = cn_may_write(name)) != NOTIFY_STATUS_OK) return st; /* user.uid.N: N or root */
-    uid_t owner;
-    int restricted = cn_restricted_uid(name, &owner) == 1;
+    int restricted;
+    if ((st = cn_may_write(name, &restricted)) != NOTIFY_STATUS_OK) return st; /* user.uid.N: N or root */
     st = cn_center_start(c);
     if (st != NOTIFY_STATUS_OK) return st;
     char iface[32];

@@ -225,8 +225,9 @@ void cn_local_free(CNotify_center *c);
  * no digits means 0); -1 restricted to a number that is not a uid (past uid_t, or (uid_t)-1):
  * nobody may post or set it. */
 int cn_restricted_uid(const char *name, uid_t *uid);
-/* NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) unless this process may post or set `name`. */
-uint32_t cn_may_write(const char *name);
+/* NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) unless this process may post or set `name`;
+ * *restricted (if not NULL) tells whether `name` is a valid user.uid.N name: parsed once. */
+uint32_t cn_may_write(const char *name, int *restricted);
 /* On the I/O thread: whether a received post of `name` from `sender`, which carries no credential
  * (credentials.c), may be delivered. For user.uid.N names it asks the bus for the sender's uid
  * (GetConnectionUnixUser, cached per unique name for this connection only: a restarted bus reuses

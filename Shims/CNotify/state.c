@@ -41,9 +41,10 @@ int cn_restricted_uid(const char *name, uid_t *uid) {
     return 1;
 }
 
-uint32_t cn_may_write(const char *name) {
+uint32_t cn_may_write(const char *name, int *out_restricted) {
     uid_t owner;
     int restricted = cn_restricted_uid(name, &owner);
+    if (out_restricted) *out_restricted = restricted == 1;
     if (restricted == 0) return NOTIFY_STATUS_OK;
     if (restricted < 0) {
         cn_set_error("%.40s... is restricted to a number that is not a uid (over %u): nobody may post or set it",
@@ -410,12 +411,13 @@ uint32_t CNotify_center_set_state(CNotify_center *c, const char *name, uint64_t 
     if (st != NOTIFY_STATUS_OK) return st;
     if ((st = cn_fork_check()) != NOTIFY_STATUS_OK) return st;
     if (cn_is_self_name(name)) return self_state(c, name, &value, 1);
-    if ((st = cn_may_write(name)) != NOTIFY_STATUS_OK) return st;
+    int restricted;
+    if ((st = cn_may_write(name, &restricted)) != NOTIFY_STATUS_OK) return st;
     char dir[PATH_MAX], path[PATH_MAX + 40];
     int found;
     if ((st = state_location(c, name, 1, dir, sizeof dir, path, sizeof path, &found)) != NOTIFY_STATUS_OK) return st;
     uid_t owner;
-    int restricted = cn_restricted_uid(name, &owner) == 1;
+    cn_restricted_uid(name, &owner);
     mode_t mode = restricted ? 0644 : 0666;
     /* The common case: the file is there and ours to write: one pwrite of the value, which a
      * reader sees whole (old or new). */

@@ -31,6 +31,15 @@ public enum EmbeddedBus {
         return (decode(scope), decode(address))
     }
 
+    /// The address a center on `bus` (an address, "session", "system", "embedded"; nil for the
+    /// default) connects to, resolved as every center does (`CNotify_bus_address`); the embedded
+    /// bus is started if needed. For tools that open a D-Bus connection of their own.
+    public static func resolvedAddress(of bus: String?) throws -> String {
+        var address = [CChar](repeating: 0, count: 4200)
+        try NotifyError.check(CNotify_bus_address(bus, &address, address.count))
+        return decode(address)
+    }
+
     /// Starts it unless it runs; returns its address (`CNotify_embedded_bus_start`).
     @discardableResult
     public static func start() throws -> String {

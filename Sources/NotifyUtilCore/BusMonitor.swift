@@ -88,7 +88,7 @@ public final class BusMonitor {
 
     /// Connects to `bus` (an address, or nil: the default bus, as `NotifyCenter.default` uses).
     public init(bus: String?) throws {
-        let address = try BusMonitor.resolve(bus)
+        let address = try EmbeddedBus.resolvedAddress(of: bus)
         var error = DBusError()
         dbus_error_init(&error)
         defer { dbus_error_free(&error) }
@@ -149,9 +149,11 @@ public final class BusMonitor {
         var gap: UInt64 = 0
         if let sequence {
             let key = sender + "\n" + name
+            if lastSequence.count > 65536 { lastSequence.removeAll() }
             if let last = lastSequence[key], sequence > last, sequence - last > 1 { gap = sequence - last - 1 }
             lastSequence[key] = sequence
         }
+        if credentials.count > 65536 { credentials.removeAll() } // bounded, as the C core's per-sender tables
         let who = credentials[sender] ?? askCredentials(of: sender)
         credentials[sender] = who
         var bucket = [CChar](repeating: 0, count: 32)
@@ -201,26 +203,6 @@ public final class BusMonitor {
             dbus_message_iter_next(&entries)
         }
         return (pid, uid)
-    }
-
-    /// The address of `bus` as the library resolves it (the embedded bus is started if needed).
-    private static func resolve(_ bus: String?) throws -> String {
-        func env(_ name: String) -> String? { getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
-        let spec = bus ?? env("DARWIN_NOTIFY_BUS")
-        switch spec {
-        case nil:
-            let (scope, address) = try EmbeddedBus.defaultBus()
-            return scope == "embedded" ? try EmbeddedBus.start() : address
-        case "embedded": return try EmbeddedBus.start()
-        case "session":
-            guard let address = env("DBUS_SESSION_BUS_ADDRESS") else {
-                throw NotifyError(code: .serverNotFound, message: "--bus session, but DBUS_SESSION_BUS_ADDRESS is not set")
-            }
-            return address
-        case "system":
-            return env("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/run/dbus/system_bus_socket"
-        case let address?: return address
-        }
     }
 
     private static func text(_ error: DBusError) -> String {

@@ -165,6 +165,11 @@ const char *CNotify_status_string(uint32_t status);
  * system bus answers), or "embedded" (the per-user bus, started on first use). */
 uint32_t CNotify_default_bus(char *out_scope, size_t scope_len, char *out_address, size_t address_len);
 
+/* The address a center on `bus` (an address, "session", "system", "embedded", or NULL for the
+ * default) connects to, resolved as every center resolves it (guid= removed); the embedded bus is
+ * started if it does not run. For tools that open a connection of their own (notifyutil --monitor). */
+uint32_t CNotify_bus_address(const char *bus, char *out, size_t len);
+
 /* Embedded bus control (used by notifyutil). Each returns a status and fills `out` (may be NULL). */
 uint32_t CNotify_embedded_bus_start(char *out_address, size_t out_len);
 uint32_t CNotify_embedded_bus_stop(void);
