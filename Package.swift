@@ -25,6 +25,8 @@ let package = Package(
         // the core never depends on Foundation).
         .library(name: "DarwinNotifyFoundation", targets: ["DarwinNotifyFoundation"]),
         .executable(name: "wormhole", targets: ["wormhole"]),
+        // One local bus ↔ an MQTT broker (docs/BRIDGE.md).
+        .executable(name: "notify-bridge", targets: ["notify-bridge"]),
     ],
     dependencies: [
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
@@ -50,6 +52,18 @@ let package = Package(
             linkerSettings: [.linkedLibrary("dbus-1"), .linkedLibrary("pthread")]
         ),
         .target(name: "DarwinNotify", dependencies: ["CNotify"]),
+        // libmosquitto, the MQTT client notify-bridge uses (Debian: libmosquitto-dev).
+        .systemLibrary(
+            name: "CMosquitto",
+            path: "Shims/CMosquitto",
+            pkgConfig: "libmosquitto",
+            providers: [.apt(["libmosquitto-dev"])]
+        ),
+        .target(name: "NotifyBridge", dependencies: ["DarwinNotify", "CNotify", "CMosquitto", "Wormhole"]),
+        .executableTarget(
+            name: "notify-bridge",
+            dependencies: ["NotifyBridge", "DarwinNotify", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CNotify", "CDBus"]),
         .target(name: "DarwinNotifyFoundation", dependencies: ["DarwinNotify"]),
         // notifyutil is linked statically: a command-line post is mostly process start-up, and
@@ -85,12 +99,12 @@ let package = Package(
             dependencies: ["DarwinNotify", "Wormhole", "cnotify-probe", "dbus-floor", "notifyutil", "wormhole-probe",
                            .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
-        .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore", "Wormhole"]),
+        .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore", "Wormhole", "NotifyBridge"]),
         .testTarget(
             name: "IntegrationTests",
             // Not notifyutil: its static-link flag would reach this bundle's link. The tests run the
             // binary that `swift build` (README) makes.
-            dependencies: ["DarwinNotify", "CNotify", "Wormhole", "DarwinNotifyFoundation", "cnotify-probe", "wormhole", "wormhole-probe"]
+            dependencies: ["DarwinNotify", "CNotify", "Wormhole", "DarwinNotifyFoundation", "cnotify-probe", "wormhole", "wormhole-probe", "notify-bridge"]
         ),
     ]
 )

@@ -332,6 +332,8 @@ static void track_sequence(CNotify_center *c, const char *sender, const char *na
 }
 
 static __thread CNotify_center *tl_dispatching; /* the center whose callbacks this thread runs */
+/* What CNotify_center_current_post reports: the post tl_dispatching is delivering. */
+static __thread struct { const char *sender; uint64_t seq; int has_seq; } tl_post;
 
 /* Appends (and pins) a slot's entries to a dispatch snapshot, growing it off the stack when it
  * must; reg_lock held. NULL when out of memory (the entries pinned so far are unpinned). */
@@ -364,7 +366,11 @@ void cn_dispatch_post(CNotify_center *c, const char *name, const char *sender, i
 
 void cn_dispatch_post_locked(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq) {
     CNotify_center *outer = tl_dispatching;
+    __typeof__(tl_post) outer_post = tl_post;
     tl_dispatching = c;
+    tl_post.sender = sender;
+    tl_post.seq = seq;
+    tl_post.has_seq = has_seq;
     atomic_fetch_add_explicit(&c->received, 1, memory_order_relaxed);
     if (has_seq) track_sequence(c, sender, name, seq);
     cn_entry *stack[16], **snap = stack;
@@ -407,6 +413,23 @@ void cn_dispatch_post_locked(CNotify_center *c, const char *name, const char *se
     }
     if (snap && snap != stack) free(snap);
     tl_dispatching = outer;
+    tl_post = outer_post;
+}
+
+uint32_t CNotify_center_current_post(CNotify_center *c, CNotify_post_info *out) {
+    cn_clear_error();
+    if (!c || !out) { cn_set_error("center or info pointer is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    if (tl_dispatching != c) {
+        cn_set_error("no post of this center is being delivered on this thread");
+        return NOTIFY_STATUS_INVALID_REQUEST;
+    }
+    out->sender = tl_post.sender;
+    out->sequence = tl_post.seq;
+    out->has_sequence = tl_post.has_seq;
+    pthread_mutex_lock(&c->lock);
+    out->from_this_center = !tl_post.sender || strcmp(tl_post.sender, c->unique_name) == 0;
+    pthread_mutex_unlock(&c->lock);
+    return NOTIFY_STATUS_OK;
 }
 
 /* ---- public API ---- */

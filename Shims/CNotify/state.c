@@ -41,6 +41,14 @@ int cn_restricted_uid(const char *name, uid_t *uid) {
     return 1;
 }
 
+int CNotify_name_restricted_uid(const char *name, uint32_t *out_uid) {
+    if (!name) return 0;
+    uid_t uid = 0;
+    int restricted = cn_restricted_uid(name, &uid);
+    if (out_uid) *out_uid = restricted == 1 ? (uint32_t)uid : 0;
+    return restricted;
+}
+
 uint32_t cn_may_write(const char *name, int *out_restricted) {
     uid_t owner;
     int restricted = cn_restricted_uid(name, &owner);

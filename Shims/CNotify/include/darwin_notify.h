@@ -117,6 +117,23 @@ typedef struct CNotify_stats {
 } CNotify_stats;
 void CNotify_center_get_stats(CNotify_center *center, CNotify_stats *out);
 
+/* The post being delivered, for a callback or handler that needs to know where it came from
+ * (a bridge that must not send its own posts back). Valid only inside a callback of `center`, on
+ * the thread running it; `sender` lives until the callback returns. */
+typedef struct CNotify_post_info {
+    const char *sender;       /* the poster's unique bus name; NULL for a `self.` post */
+    uint64_t sequence;        /* the poster's sequence number of this post (0 when it has none) */
+    int has_sequence;         /* 0 for a foreign poster (dbus-send) or a `self.` post */
+    int from_this_center;     /* posted by `center` itself (its connection, or its `self.` queue) */
+} CNotify_post_info;
+/* Fills `out` with the post `center` is delivering on this thread: NULL_INPUT, OK, or
+ * INVALID_REQUEST outside a callback of `center`. */
+uint32_t CNotify_center_current_post(CNotify_center *center, CNotify_post_info *out);
+
+/* Whether `name` is restricted to one user (`user.uid.N…`, docs/PROTOCOL.md): 0 for a plain
+ * name, 1 with *out_uid = N, -1 for a `user.uid.` number that is no uid (nobody may post it). */
+int CNotify_name_restricted_uid(const char *name, uint32_t *out_uid);
+
 /* Validates a notification name: NULL_INPUT, INVALID_NAME (empty, too long, not UTF-8) or OK. */
 uint32_t CNotify_validate_name(const char *name);
 

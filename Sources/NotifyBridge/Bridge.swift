@@ -1,0 +1,394 @@
+// Bridge: one local bus ↔ one MQTT broker (docs/BRIDGE.md). Local posts of exported namespaces
+// are published; messages of imported namespaces are posted locally; state and wormhole messages
+// travel as retained or QoS 1 messages. Nothing the bridge itself posted locally goes out again
+// (CNotify_center_current_post tells it), and nothing it published comes back in (`origin`).
+import CNotify
+import DarwinNotify
+import Dispatch
+import Foundation
+import Synchronization
+import Wormhole
+
+public struct BridgeConfiguration: Sendable {
+    /// The local bus (an address, `session`, `system`, `embedded`), nil for the default.
+    public var bus: String?
+    public var mqtt: MQTTOptions
+    public var exports: [String] = []
+    public var imports: [String] = []
+    /// Import `user.uid.N` names: only when the broker's ACL lets nobody but N's bridges publish
+    /// under `darwin-notify/user/uid/N/` (docs/BRIDGE.md, "user.uid.N").
+    public var brokerACLEnforced = false
+    /// Messages published and not yet acknowledged by the broker, at most; past it, new ones are
+    /// dropped and reported (the broker is unreachable or too slow).
+    public var queueLimit = 100_000
+    public var wormholeGroups: [String] = []
+    public var wormholeDirectory = "wormhole"
+    /// The named queue listener a bridge reads each wormhole queue with.
+    public var wormholeListener = "notify-bridge"
+    /// This run's name in payloads (new each run, so sequence numbers never repeat under it).
+    public var origin: String
+
+    public init(mqtt: MQTTOptions, origin: String) {
+        self.mqtt = mqtt
+        self.origin = origin
+    }
+}
+
+/// The bridge's counters, printed by `notify-bridge` on SIGUSR1 and at exit.
+public struct BridgeCounters: Sendable, Equatable, CustomStringConvertible {
+    public var exported: UInt64 = 0
+    public var imported: UInt64 = 0
+    public var statesExported: UInt64 = 0
+    public var statesImported: UInt64 = 0
+    public var wormholeExported: UInt64 = 0
+    public var wormholeImported: UInt64 = 0
+    public var duplicates: UInt64 = 0
+    public var dropped: UInt64 = 0
+    public var refused: UInt64 = 0
+    public var invalid: UInt64 = 0
+
+    public var description: String {
+        "exported=\(exported) imported=\(imported) states-exported=\(statesExported) states-imported=\(statesImported) "
+            + "wormhole-exported=\(wormholeExported) wormhole-imported=\(wormholeImported) duplicates=\(duplicates) "
+            + "dropped=\(dropped) refused=\(refused) invalid=\(invalid)"
+    }
+}
+
+public final class Bridge: MQTTClientDelegate, Sendable {
+    public let configuration: BridgeConfiguration
+    let center: NotifyCenter
+    public let reporter: Reporter
+    private let exports: [String]
+    private let imports: [String]
+    private let myUID = getuid()
+    /// Set once in `start`, before any callback can read it.
+    private nonisolated(unsafe) var client: MQTTClient!
+    private nonisolated(unsafe) var stateWatcher: StateWatcher?
+    private nonisolated(unsafe) var mirrors: [WormholeMirror] = []
+
+    /// The publishing side: the sequence and the publish happen under one lock, so the broker
+    /// receives messages in sequence order.
+    private let publishing = Mutex<UInt64>(0)
+    /// Published, not yet acknowledged (bounded by `queueLimit`).
+    private let unacknowledged = Atomic<Int>(0)
+    private let counters = Mutex(BridgeCounters())
+    private let dedupe = Mutex(Deduplicator())
+    /// The last state value of each name the bridge published or set, so a change it made
+    /// itself, seen again by the state watcher, is not published back.
+    private let knownStates = Mutex<[String: UInt64]>([:])
+    private let connected = Atomic<Bool>(false)
+
+    public init(configuration: BridgeConfiguration, reporter: Reporter = Reporter()) throws(BridgeError) {
+        self.configuration = configuration
+        self.reporter = reporter
+        for ns in configuration.exports + configuration.imports {
+            let st = CNotify_validate_name(ns)
+            guard st == 0, !ns.hasSuffix(".") else {
+                throw BridgeError("'\(ns)' is not a namespace: \(String(cString: CNotify_status_string(st)))")
+            }
+            if ns == "self" || ns.hasPrefix("self.") {
+                throw BridgeError("'\(ns)': self. names never leave their process, so they cannot be bridged")
+            }
+        }
+        exports = Namespaces.minimal(configuration.exports)
+        imports = Namespaces.minimal(configuration.imports)
+        do {
+            center = if let bus = configuration.bus { try NotifyCenter(bus: bus) } else { .default }
+        } catch {
+            throw BridgeError("cannot use the bus \(configuration.bus ?? "(default)"): \(error)")
+        }
+    }
+
+    public var currentCounters: BridgeCounters { counters.withLock { $0 } }
+
+    // MARK: Starting
+
+    public func start() throws(BridgeError) {
+        let mqttClient: MQTTClient
+        do { mqttClient = try MQTTClient(options: configuration.mqtt, delegate: self) } catch {
+            throw BridgeError("\(error)")
+        }
+        client = mqttClient
+        for group in configuration.wormholeGroups {
+            do {
+                mirrors.append(try WormholeMirror(bridge: self, group: group, directory: configuration.wormholeDirectory,
+                                                  listenerName: configuration.wormholeListener, center: center))
+            } catch {
+                throw BridgeError("cannot mirror wormhole group '\(group)': \(error)")
+            }
+        }
+        // Observe before connecting: a post made while the broker is still away is queued.
+        var observed = exports
+        if !mirrors.isEmpty { observed.append(WormholeMirror.announcementNamespace) }
+        for ns in Namespaces.minimal(observed) { try observeLocally(ns) }
+        if !exports.isEmpty { try watchStates() }
+        do { try mqttClient.start(options: configuration.mqtt) } catch { throw BridgeError("\(error)") }
+        for mirror in mirrors { mirror.start() }
+    }
+
+    public func stop() {
+        client?.stop()
+        stateWatcher?.stop()
+        for mirror in mirrors { mirror.stop() }
+    }
+
+    private func observeLocally(_ ns: String) throws(BridgeError) {
+        var id: UInt64 = 0
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let st = CNotify_center_add_namespace_handler(center.cCenter, ns, { context, name in
+            guard let context, let name else { return }
+            Unmanaged<Bridge>.fromOpaque(context).takeUnretainedValue().localPost(name)
+        }, context, { context in
+            if let context { Unmanaged<Bridge>.fromOpaque(context).release() }
+        }, &id)
+        guard st == 0 else {
+            Unmanaged<Bridge>.fromOpaque(context).release()
+            throw BridgeError("cannot observe '\(ns)' on the local bus: \(String(cString: CNotify_last_error()))")
+        }
+    }
+
+    private func watchStates() throws(BridgeError) {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard CNotify_state_directory(configuration.bus, &buffer, buffer.count) == 0 else {
+            throw BridgeError("cannot find the bus's state directory: \(String(cString: CNotify_last_error()))")
+        }
+        let directory = text(of: buffer)
+        let watcher = StateWatcher(directory: directory, uid: myUID) { [weak self] name in self?.localStateChanged(name) }
+        do { try watcher.start() } catch {
+            throw BridgeError("cannot watch the state directory \(directory): \(error)")
+        }
+        stateWatcher = watcher
+        // What was set before the bridge started, for names only this side writes (a name both
+        // exported and imported takes the broker's retained value instead of overwriting it).
+        for name in watcher.namesPresent() where !isImported(name) { localStateChanged(name) }
+    }
+
+    // MARK: Local → broker
+
+    /// A post on the local bus (the center's delivery thread).
+    private func localPost(_ cName: UnsafePointer<CChar>) {
+        var info = CNotify_post_info()
+        guard CNotify_center_current_post(center.cCenter, &info) == 0, info.from_this_center == 0 else { return }
+        let name = String(cString: cName)
+        if !mirrors.isEmpty, let (mirror, identifier) = mirrorFor(announcement: name) {
+            mirror.localAnnouncement(identifier)
+        }
+        guard isExported(name) else { return }
+        guard mayCarry(name, direction: "export") else { return }
+        // A poster often sets the state, then posts, and its observers read the state when the
+        // post arrives: so a changed state goes out before the post (the watcher may not have
+        // seen it yet; it then finds it known).
+        localStateChanged(name, quiet: true)
+        if publish(topic: TopicCodec.postTopic(name), body: .post) {
+            counters.withLock { $0.exported += 1 }
+        }
+    }
+
+    /// Publishes the state of `name` (retained) when it differs from the last one known. A
+    /// name never seen with a state other than 0 has nothing to say.
+    private func localStateChanged(_ name: String, quiet: Bool = false) {
+        guard isExported(name), mayCarry(name, direction: "export", quiet: quiet) else { return }
+        var value: UInt64 = 0
+        guard CNotify_center_get_state(center.cCenter, name, &value) == 0 else { return }
+        let changed = knownStates.withLock { known in
+            if known[name] == value || (known[name] == nil && value == 0) { return false }
+            known[name] = value
+            return true
+        }
+        guard changed else { return }
+        if publish(topic: TopicCodec.stateTopic(name), body: .state(value), retain: true) {
+            counters.withLock { $0.statesExported += 1 }
+        }
+    }
+
+    /// Publishes with the next sequence number; false (and reported) when it was dropped.
+    @discardableResult
+    func publish(topic: String, body: BridgePayload.Body, retain: Bool = false) -> Bool {
+        publishing.withLock { sequence in
+            guard unacknowledged.load(ordering: .relaxed) < configuration.queueLimit else {
+                let dropped = counters.withLock { $0.dropped += 1; return $0.dropped }
+                reporter.repeated("dropped", "dropped a message for \(topic): \(configuration.queueLimit) published messages are not yet acknowledged (queue limit; the broker is unreachable or slow); \(dropped) dropped")
+                return false
+            }
+            sequence += 1
+            let payload = BridgePayload(origin: configuration.origin, sequence: sequence, body: body).encoded()
+            do {
+                _ = try client.publish(topic: topic, payload: payload, qos: 1, retain: retain)
+                unacknowledged.add(1, ordering: .relaxed)
+                return true
+            } catch {
+                counters.withLock { $0.dropped += 1 }
+                reporter.repeated("publish", "cannot publish to \(topic): \(error)")
+                return false
+            }
+        }
+    }
+
+    // MARK: Broker → local
+
+    public func mqttConnected(sessionPresent: Bool) {
+        connected.store(true, ordering: .relaxed)
+        reporter.say("connected to the broker at \(configuration.mqtt.broker.host):\(configuration.mqtt.broker.port) as '\(configuration.mqtt.clientID)' (session \(sessionPresent ? "resumed" : "new"))")
+        var filters: [String] = []
+        for ns in imports {
+            filters.append(TopicCodec.filter(root: TopicCodec.postRoot, namespace: ns))
+            filters.append(TopicCodec.filter(root: TopicCodec.stateRoot, namespace: ns))
+        }
+        filters += mirrors.map(\.filter)
+        if filters.isEmpty {
+            reporter.say("ready: exporting \(exports.joined(separator: " ")), importing nothing")
+            return
+        }
+        do { try client.subscribe(filters) } catch {
+            reporter.say("cannot subscribe: \(error); retrying at the next connection")
+        }
+    }
+
+    public func mqttSubscribed() {
+        reporter.say("ready: exporting \(exports.isEmpty ? "nothing" : exports.joined(separator: " ")), importing \(imports.isEmpty ? "nothing" : imports.joined(separator: " "))\(mirrors.isEmpty ? "" : ", mirroring wormhole \(configuration.wormholeGroups.joined(separator: " "))")")
+    }
+
+    public func mqttDisconnected(reason: String, refused: Bool) {
+        let was = connected.exchange(false, ordering: .relaxed)
+        let queued = unacknowledged.load(ordering: .relaxed)
+        if refused {
+            reporter.repeated("refused", "\(reason); retrying with backoff (check --username and the password)")
+        } else if was {
+            reporter.say("lost the broker: \(reason); reconnecting with backoff, \(queued) messages wait (limit \(configuration.queueLimit))")
+        } else {
+            reporter.repeated("unreachable", "\(reason); retrying with backoff, \(queued) messages wait (limit \(configuration.queueLimit))")
+        }
+    }
+
+    public func mqttAcknowledged(messageID: Int32) {
+        unacknowledged.subtract(1, ordering: .relaxed)
+    }
+
+    public func mqttMessage(topic: String, payload bytes: UnsafeRawBufferPointer, retained: Bool) {
+        let payload: BridgePayload
+        switch BridgePayload.decode(bytes) {
+        case .success(let decoded): payload = decoded
+        case .failure(let fault):
+            counters.withLock { $0.invalid += 1 }
+            reporter.repeated("invalid:" + topic, "ignored a message on \(topic): \(fault)")
+            return
+        }
+        guard payload.origin != configuration.origin else { return } // our own, handed back
+        if let mirror = mirrors.first(where: { topic.hasPrefix($0.topicPrefix) }) {
+            importWormhole(mirror, topic: topic, payload: payload)
+        } else if let name = TopicCodec.name(inTopic: topic, root: TopicCodec.postRoot) {
+            importPost(name, payload, topic: topic)
+        } else if let name = TopicCodec.name(inTopic: topic, root: TopicCodec.stateRoot) {
+            importState(name, payload, topic: topic)
+        } else {
+            counters.withLock { $0.invalid += 1 }
+            reporter.repeated("topic", "ignored a message on \(topic): not a topic this bridge reads (docs/BRIDGE.md, \"Topics\")")
+        }
+    }
+
+    private func importPost(_ name: String, _ payload: BridgePayload, topic: String) {
+        guard case .post = payload.body else { return invalid(topic, "a post topic carries a \(payload.body.kind)") }
+        guard isImported(name), CNotify_validate_name(name) == 0 else { return invalid(topic, "'\(name)' is not in an imported namespace") }
+        guard accept(payload) else { return }
+        guard mayCarry(name, direction: "import") else { return }
+        let st = CNotify_center_post(center.cCenter, name)
+        if st == 0 {
+            counters.withLock { $0.imported += 1 }
+        } else {
+            counters.withLock { $0.refused += 1 }
+            reporter.repeated("post:" + name, "cannot post \(name) locally: \(String(cString: CNotify_last_error()))")
+        }
+    }
+
+    private func importState(_ name: String, _ payload: BridgePayload, topic: String) {
+        guard case .state(let value) = payload.body else {
+            return invalid(topic, "a state topic carries a \(payload.body.kind), not a state value")
+        }
+        guard isImported(name), CNotify_validate_name(name) == 0 else { return invalid(topic, "'\(name)' is not in an imported namespace") }
+        guard mayCarry(name, direction: "import") else { return }
+        // Recorded first: the state watcher then sees our own write as known, not as news.
+        let previous = knownStates.withLock { known in
+            defer { known[name] = value }
+            return known[name]
+        }
+        var current: UInt64 = 0
+        if previous == value, CNotify_center_get_state(center.cCenter, name, &current) == 0, current == value { return }
+        let st = CNotify_center_set_state(center.cCenter, name, value)
+        if st == 0 {
+            counters.withLock { $0.statesImported += 1 }
+        } else {
+            knownStates.withLock { $0[name] = previous }
+            counters.withLock { $0.refused += 1 }
+            reporter.repeated("state:" + name, "cannot set the state of \(name) locally: \(String(cString: CNotify_last_error()))")
+        }
+    }
+
+    private func importWormhole(_ mirror: WormholeMirror, topic: String, payload: BridgePayload) {
+        guard case .wormhole(let data) = payload.body else { return invalid(topic, "a wormhole topic carries a \(payload.body.kind)") }
+        guard let (kind, identifier) = mirror.parse(topic: topic) else { return invalid(topic, "not a wormhole topic of this group") }
+        if kind == .queue, !accept(payload) { return }
+        do {
+            if try mirror.store(data, identifier: identifier, kind: kind) { counters.withLock { $0.wormholeImported += 1 } }
+        } catch {
+            counters.withLock { $0.refused += 1 }
+            reporter.repeated("wormhole:" + identifier, "cannot store wormhole message '\(identifier)' from \(payload.origin): \(error)")
+        }
+    }
+
+    private func accept(_ payload: BridgePayload) -> Bool {
+        if dedupe.withLock({ $0.accept(origin: payload.origin, sequence: payload.sequence) }) { return true }
+        counters.withLock { $0.duplicates += 1 }
+        return false
+    }
+
+    private func invalid(_ topic: String, _ why: String) {
+        counters.withLock { $0.invalid += 1 }
+        reporter.repeated("invalid:" + topic, "ignored a message on \(topic): \(why)")
+    }
+
+    // MARK: Policy
+
+    func isExported(_ name: String) -> Bool { exports.contains { Namespaces.contains($0, name) } }
+    func isImported(_ name: String) -> Bool { imports.contains { Namespaces.contains($0, name) } }
+
+    /// `user.uid.N`: exported only when this bridge's user may post it (N, or root), imported
+    /// only when the broker's ACL is declared to guard it and the local core lets us post it.
+    private func mayCarry(_ name: String, direction: String, quiet: Bool = false) -> Bool {
+        var uid: UInt32 = 0
+        switch CNotify_name_restricted_uid(name, &uid) {
+        case 0: return true
+        case 1 where direction == "export" && (myUID == 0 || myUID == uid): return true
+        case 1 where direction == "import" && configuration.brokerACLEnforced: return true
+        default:
+            if quiet { return false }
+            counters.withLock { $0.refused += 1 }
+            let why = direction == "export"
+                ? "this bridge runs as uid \(myUID) and may not post it"
+                : "user.uid.N names are imported only with --broker-acl-enforced (docs/BRIDGE.md)"
+            reporter.repeated("restricted:" + direction, "did not \(direction) \(name): \(why)")
+            return false
+        }
+    }
+
+    private func mirrorFor(announcement name: String) -> (WormholeMirror, String)? {
+        for mirror in mirrors { if let identifier = mirror.identifier(inAnnouncement: name) { return (mirror, identifier) } }
+        return nil
+    }
+
+    func wormholeExported() { counters.withLock { $0.wormholeExported += 1 } }
+}
+
+extension BridgePayload.Body {
+    var kind: String {
+        switch self {
+        case .post: "post"
+        case .state: "state"
+        case .wormhole: "wormhole message"
+        }
+    }
+}
+
+public struct BridgeError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,113 @@
+// Bridge payload: what one MQTT message of a bridge carries (docs/BRIDGE.md, "Payloads").
+//
+//     DNB1 <origin> <seq> post\n
+//     DNB1 <origin> <seq> state <value>\n
+//     DNB1 <origin> <seq> wormhole\n<the message file, docs/PROTOCOL.md "Message file">
+//
+// `origin` names the bridge that published it (1–64 bytes of [A-Za-z0-9._-], new each run), so a
+// bridge skips what it sent itself when the broker hands it back; `seq` counts that bridge's
+// messages from 1, in the order it published them, so a receiver drops a redelivery (a `seq` not
+// above the last one it took from that origin). A header line, not JSON: one split per message.
+import Foundation
+
+public struct BridgePayload: Equatable, Sendable {
+    public enum Body: Equatable, Sendable {
+        case post
+        case state(UInt64)
+        case wormhole(Data)
+    }
+
+    public static let magic = "DNB1"
+    public var origin: String
+    public var sequence: UInt64
+    public var body: Body
+
+    public init(origin: String, sequence: UInt64, body: Body) {
+        self.origin = origin
+        self.sequence = sequence
+        self.body = body
+    }
+
+    public func encoded() -> [UInt8] {
+        var line = "\(Self.magic) \(origin) \(sequence) "
+        switch body {
+        case .post: line += "post\n"
+        case .state(let value): line += "state \(value)\n"
+        case .wormhole: line += "wormhole\n"
+        }
+        var bytes = Array(line.utf8)
+        if case .wormhole(let data) = body { bytes.append(contentsOf: data) }
+        return bytes
+    }
+
+    /// Why a payload was refused, as a sentence for the bridge's report.
+    public struct Fault: Error, Equatable, CustomStringConvertible {
+        public let description: String
+    }
+
+    public static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<BridgePayload, Fault> {
+        guard let newline = bytes.prefix(200).firstIndex(of: 0x0A),
+              let line = String(validating: bytes[..<newline], as: UTF8.self)
+        else { return .failure(Fault(description: "not a bridge payload (no DNB1 header line)")) }
+        let fields = line.split(separator: " ", omittingEmptySubsequences: false)
+        guard fields.count >= 4, fields[0] == Substring(magic) else {
+            return .failure(Fault(description: "not a bridge payload (no DNB1 header line)"))
+        }
+        guard isValidOrigin(fields[1]), let sequence = UInt64(fields[2]), sequence > 0 else {
+            return .failure(Fault(description: "bridge payload header has a bad origin or sequence"))
+        }
+        let rest = bytes[(newline + 1)...]
+        let body: Body
+        switch (fields[3], fields.count) {
+        case ("post", 4) where rest.isEmpty:
+            body = .post
+        case ("state", 5) where rest.isEmpty:
+            guard let value = UInt64(fields[4]) else {
+                return .failure(Fault(description: "state '\(fields[4])' is not a 64-bit unsigned number"))
+            }
+            body = .state(value)
+        case ("wormhole", 4):
+            body = .wormhole(Data(rest))
+        default:
+            return .failure(Fault(description: "bridge payload of kind '\(fields[3])' is not valid"))
+        }
+        return .success(BridgePayload(origin: String(fields[1]), sequence: sequence, body: body))
+    }
+
+    public static func decode(_ bytes: [UInt8]) -> Result<BridgePayload, Fault> {
+        bytes.withUnsafeBytes { decode($0) }
+    }
+
+    public static func isValidOrigin(_ origin: Substring) -> Bool {
+        !origin.isEmpty && origin.utf8.count <= 64 && origin.utf8.allSatisfy {
+            switch $0 {
+            case UInt8(ascii: "A") ... UInt8(ascii: "Z"), UInt8(ascii: "a") ... UInt8(ascii: "z"),
+                 UInt8(ascii: "0") ... UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"): true
+            default: false
+            }
+        }
+    }
+}
+
+/// Drops redeliveries: the last sequence taken from each origin (a bounded table; the oldest
+/// origin is forgotten first, which only lets a very late duplicate of it through).
+public struct Deduplicator: Sendable {
+    private var last: [String: UInt64] = [:]
+    private var order: [String] = []
+    public let capacity: Int
+
+    public init(capacity: Int = 4096) { self.capacity = capacity }
+
+    /// Whether the message is new; records it when it is.
+    public mutating func accept(origin: String, sequence: UInt64) -> Bool {
+        if let seen = last[origin] {
+            guard sequence > seen else { return false }
+            last[origin] = sequence
+            return true
+        }
+        if order.count >= capacity { last[order.removeFirst()] = nil }
+        order.append(origin)
+        last[origin] = sequence
+        return true
+    }
+}

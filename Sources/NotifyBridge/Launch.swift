@@ -1,0 +1,92 @@
+// Launch: from the command line's words to a BridgeConfiguration (notify-bridge's checks live
+// here, so the executable stays a thin argument parser).
+import CNotify
+import Foundation
+
+public struct BridgeArguments: Sendable {
+    public var bus: String?
+    public var broker: String
+    public var tls = false
+    public var caFile: String?
+    public var caPath: String?
+    public var certFile: String?
+    public var keyFile: String?
+    public var username: String?
+    public var passwordFile: String?
+    public var clientID: String?
+    public var exports: [String] = []
+    public var imports: [String] = []
+    public var brokerACLEnforced = false
+    public var queueLimit = 100_000
+    public var wormholeGroups: [String] = []
+    public var wormholeDirectory = "wormhole"
+    public var wormholeListener = "notify-bridge"
+
+    public init(broker: String) { self.broker = broker }
+
+    public func configuration() throws(BridgeError) -> BridgeConfiguration {
+        let url: BrokerURL
+        do { url = try BrokerURL(parsing: broker) } catch { throw BridgeError("\(error)") }
+        var mqtt = MQTTOptions(broker: url, clientID: clientID ?? Self.defaultClientID(bus: bus))
+        mqtt.broker.tls = url.tls || tls || caFile != nil || caPath != nil
+        mqtt.caFile = caFile
+        mqtt.caPath = caPath
+        mqtt.certFile = certFile
+        mqtt.keyFile = keyFile
+        guard (certFile == nil) == (keyFile == nil) else {
+            throw BridgeError("--tls-cert and --tls-key go together")
+        }
+        for file in [caFile, certFile, keyFile].compactMap({ $0 }) where access(file, R_OK) != 0 {
+            throw BridgeError("cannot read \(file): \(String(cString: strerror(errno)))")
+        }
+        mqtt.username = username
+        if let passwordFile {
+            guard let text = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
+                throw BridgeError("cannot read the password file \(passwordFile): \(String(cString: strerror(errno)))")
+            }
+            mqtt.password = text.trimmingCharacters(in: .newlines)
+        }
+        guard let id = mqtt.clientID.utf8.count > 0 ? mqtt.clientID : nil, id.utf8.count <= 65535,
+              !id.contains("+"), !id.contains("#"), !id.contains("/") else {
+            throw BridgeError("--client-id '\(mqtt.clientID)' is empty or holds / + #")
+        }
+        guard !exports.isEmpty || !imports.isEmpty || !wormholeGroups.isEmpty else {
+            throw BridgeError("nothing to carry: give --export, --import or --wormhole")
+        }
+        guard queueLimit > 0 else { throw BridgeError("--queue-limit must be at least 1") }
+        var configuration = BridgeConfiguration(mqtt: mqtt, origin: Self.newOrigin())
+        configuration.bus = bus
+        configuration.exports = exports
+        configuration.imports = imports
+        configuration.brokerACLEnforced = brokerACLEnforced
+        configuration.queueLimit = queueLimit
+        configuration.wormholeGroups = wormholeGroups
+        configuration.wormholeDirectory = wormholeDirectory
+        configuration.wormholeListener = wormholeListener
+        return configuration
+    }
+
+    /// Stable across runs (the broker keeps a persistent session under it): host, user and bus.
+    public static func defaultClientID(bus: String?) -> String {
+        var digest = [CChar](repeating: 0, count: 33)
+        CNotify_state_file_name(bus ?? "default", &digest) // a stable 128-bit hash of a string
+        return "notify-bridge-\(hostToken())-\(getuid())-\(text(of: digest).prefix(8))"
+    }
+
+    /// This run's origin: the host and 8 random hex digits.
+    public static func newOrigin() -> String {
+        "\(hostToken())-\(String(UInt32.random(in: 0 ... .max), radix: 16))"
+    }
+
+    private static func hostToken() -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        gethostname(&name, name.count - 1)
+        let host = text(of: name).filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }
+        return host.isEmpty ? "host" : String(host.prefix(40))
+    }
+}
+
+/// The text of a NUL-terminated C buffer.
+func text(of buffer: [CChar]) -> String {
+    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}

@@ -1,0 +1,184 @@
+// MQTT client: libmosquitto behind a small Swift class (one connection, its own network thread,
+// automatic reconnection with exponential backoff). Everything MQTT-specific the bridge needs and
+// nothing else; libmosquitto does the protocol, we never write MQTT bytes ourselves.
+import CMosquitto
+import Synchronization
+
+/// Where a message from the broker or a connection event is reported. Called on libmosquitto's
+/// network thread, one at a time, in the broker's order.
+public protocol MQTTClientDelegate: AnyObject, Sendable {
+    func mqttConnected(sessionPresent: Bool)
+    /// A refused or failed connection attempt, or a lost connection: `reason` says which.
+    func mqttDisconnected(reason: String, refused: Bool)
+    func mqttMessage(topic: String, payload: UnsafeRawBufferPointer, retained: Bool)
+    /// The broker acknowledged a QoS 1 publish (`mid` from `publish`).
+    func mqttAcknowledged(messageID: Int32)
+    /// The broker acknowledged every filter of one `subscribe` call.
+    func mqttSubscribed()
+}
+
+public struct MQTTOptions: Sendable {
+    public var broker: BrokerURL
+    public var clientID: String
+    public var username: String?
+    public var password: String?
+    /// TLS: a CA file or directory (nil: the system's), and an optional client certificate.
+    public var caFile: String?
+    public var caPath: String?
+    public var certFile: String?
+    public var keyFile: String?
+    public var keepAliveSeconds: Int32 = 30
+    /// Unacknowledged QoS 1 messages on the wire at once (MQTT's receive maximum).
+    public var maxInflight: UInt32 = 100
+
+    public init(broker: BrokerURL, clientID: String) {
+        self.broker = broker
+        self.clientID = clientID
+    }
+}
+
+public struct MQTTError: Error, CustomStringConvertible, Sendable {
+    public let code: Int32
+    public let description: String
+
+    init(_ code: Int32, _ what: String) {
+        self.code = code
+        description = "\(what): \(String(cString: mosquitto_strerror(code)))"
+    }
+
+    init(message: String) {
+        code = -1
+        description = message
+    }
+}
+
+/// One libmosquitto connection. `Sendable` because libmosquitto's calls are thread-safe once its
+/// network thread runs (`mosquitto_loop_start`); the handle is set in `init` and freed in `deinit`
+/// only, so `nonisolated(unsafe)` states exactly that.
+public final class MQTTClient: Sendable {
+    private nonisolated(unsafe) let handle: OpaquePointer
+    private let delegateBox: Mutex<(any MQTTClientDelegate)?>
+    private let started = Atomic<Bool>(false)
+    /// Message ids of SUBSCRIBE packets not yet acknowledged (one `subscribe` call's).
+    private let awaitingSubAck = Mutex<Set<Int32>>([])
+
+    private static let libraryReady: Bool = { mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue }()
+
+    public init(options: MQTTOptions, delegate: any MQTTClientDelegate) throws(MQTTError) {
+        guard Self.libraryReady else { throw MQTTError(message: "libmosquitto did not initialise") }
+        delegateBox = Mutex(delegate)
+        // A persistent session (clean session off): the broker keeps our subscriptions and queues
+        // QoS 1 messages for us while we are away (docs/BRIDGE.md, "Ordering and loss").
+        guard let handle = mosquitto_new(options.clientID, false, nil) else {
+            throw MQTTError(message: "cannot create an MQTT client (client id '\(options.clientID)')")
+        }
+        self.handle = handle
+        mosquitto_user_data_set(handle, Unmanaged.passUnretained(self).toOpaque())
+        _ = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311)
+        mosquitto_max_inflight_messages_set(handle, options.maxInflight)
+        // Backoff between attempts: 1 s doubling to 30 s.
+        mosquitto_reconnect_delay_set(handle, 1, 30, true)
+        var rc: Int32
+        if options.username != nil || options.password != nil {
+            rc = mosquitto_username_pw_set(handle, options.username, options.password)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(rc, "cannot set the credentials") }
+        }
+        if options.broker.tls {
+            let useSystemCAs = options.caFile == nil && options.caPath == nil
+            rc = mosquitto_tls_set(handle, options.caFile, useSystemCAs ? "/etc/ssl/certs" : options.caPath,
+                                   options.certFile, options.keyFile, nil)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(rc, "cannot set up TLS") }
+        }
+        mosquitto_connect_with_flags_callback_set(handle) { _, context, rc, flags in
+            MQTTClient.from(context)?.connected(rc: rc, flags: flags)
+        }
+        mosquitto_disconnect_callback_set(handle) { _, context, rc in
+            MQTTClient.from(context)?.delegate?.mqttDisconnected(
+                reason: rc == 0 ? "disconnected" : "connection lost (\(String(cString: mosquitto_strerror(rc))))",
+                refused: false)
+        }
+        mosquitto_message_callback_set(handle) { _, context, message in
+            guard let client = MQTTClient.from(context), let message = message?.pointee, let topic = message.topic
+            else { return }
+            let payload = UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))
+            client.delegate?.mqttMessage(topic: String(cString: topic), payload: payload, retained: message.retain)
+        }
+        mosquitto_subscribe_callback_set(handle) { _, context, mid, _, _ in
+            guard let client = MQTTClient.from(context) else { return }
+            let done = client.awaitingSubAck.withLock { waiting in
+                waiting.remove(mid) != nil && waiting.isEmpty
+            }
+            if done { client.delegate?.mqttSubscribed() }
+        }
+        mosquitto_publish_callback_set(handle) { _, context, mid in
+            MQTTClient.from(context)?.delegate?.mqttAcknowledged(messageID: mid)
+        }
+    }
+
+    deinit {
+        if started.load(ordering: .acquiring) {
+            mosquitto_disconnect(handle)
+            mosquitto_loop_stop(handle, false)
+        }
+        mosquitto_destroy(handle)
+    }
+
+    private var delegate: (any MQTTClientDelegate)? { delegateBox.withLock { $0 } }
+
+    private static func from(_ context: UnsafeMutableRawPointer?) -> MQTTClient? {
+        context.map { Unmanaged<MQTTClient>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    private func connected(rc: Int32, flags: Int32) {
+        if rc == 0 {
+            delegate?.mqttConnected(sessionPresent: flags & 1 != 0)
+        } else {
+            // CONNACK refusals: 4 bad user name or password, 5 not authorised, …
+            delegate?.mqttDisconnected(reason: "the broker refused the connection: \(String(cString: mosquitto_connack_string(rc)))",
+                                       refused: true)
+        }
+    }
+
+    /// Starts connecting in the background; an unreachable broker is retried with backoff, and
+    /// reported through the delegate.
+    public func start(options: MQTTOptions) throws(MQTTError) {
+        let rc = mosquitto_connect_async(handle, options.broker.host, Int32(options.broker.port), options.keepAliveSeconds)
+        if rc != MOSQ_ERR_SUCCESS.rawValue {
+            // Not fatal: the network thread keeps trying. Say why the first attempt failed.
+            delegate?.mqttDisconnected(reason: "cannot reach the broker at \(options.broker.host):\(options.broker.port) (\(String(cString: mosquitto_strerror(rc))))",
+                                       refused: false)
+        }
+        let loop = mosquitto_loop_start(handle)
+        guard loop == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(loop, "cannot start the MQTT network thread") }
+        started.store(true, ordering: .releasing)
+    }
+
+    /// Publishes; QoS 1 messages are queued by libmosquitto while the broker is away and sent in
+    /// order once it is back. Returns the message id that `mqttAcknowledged` will report.
+    public func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool = false) throws(MQTTError) -> Int32 {
+        var mid: Int32 = 0
+        let rc = payload.withUnsafeBytes { bytes in
+            mosquitto_publish(handle, &mid, topic, Int32(bytes.count), bytes.baseAddress, qos, retain)
+        }
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(rc, "cannot publish to '\(topic)'") }
+        return mid
+    }
+
+    /// Subscribes with QoS 1; `mqttSubscribed` follows once the broker acknowledged them all.
+    /// Called from `mqttConnected` (the network thread), so no acknowledgement can come first.
+    public func subscribe(_ filters: [String], qos: Int32 = 1) throws(MQTTError) {
+        for filter in filters {
+            var mid: Int32 = 0
+            let rc = mosquitto_subscribe(handle, &mid, filter, qos)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(rc, "cannot subscribe to '\(filter)'") }
+            awaitingSubAck.withLock { _ = $0.insert(mid) }
+        }
+    }
+
+    /// Stops the network thread after a clean disconnect (queued messages are dropped).
+    public func stop() {
+        guard started.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        mosquitto_disconnect(handle)
+        mosquitto_loop_stop(handle, false)
+    }
+}

@@ -1,0 +1,129 @@
+// State watcher: notices `notify_set_state` of other processes by watching the bus's state
+// directory with inotify (state values are files, never signals: docs/PROTOCOL.md, "State
+// files"). It reports only a name: the bridge reads the value through the core, which applies
+// every ownership and mode check, so nothing here is trusted beyond "look at this name".
+import CNotify
+import Foundation
+import Glibc
+import Synchronization
+
+final class StateWatcher: Sendable {
+    let directory: String
+    private let uid: uid_t
+    private let changed: @Sendable (String) -> Void
+    private let fd = Atomic<Int32>(-1)
+    /// Watch descriptor → directory path.
+    private let watched = Mutex<[Int32: String]>([:])
+
+    init(directory: String, uid: uid_t, changed: @escaping @Sendable (String) -> Void) {
+        self.directory = directory
+        self.uid = uid
+        self.changed = changed
+    }
+
+    struct Failure: Error, CustomStringConvertible { let description: String }
+
+    func start() throws(Failure) {
+        let descriptor = inotify_init1(Int32(IN_CLOEXEC))
+        guard descriptor >= 0 else { throw Failure(description: "inotify_init1: \(String(cString: strerror(errno)))") }
+        fd.store(descriptor, ordering: .releasing)
+        // The state directory may not exist yet (nobody set a state): wait for it from its parent.
+        let parent = (directory as NSString).deletingLastPathComponent
+        _ = addWatch(parent, mask: UInt32(IN_CREATE | IN_MOVED_TO))
+        watchTree()
+        let thread = Thread { [self] in readEvents(descriptor) }
+        thread.name = "notify-bridge state watcher"
+        thread.start()
+    }
+
+    func stop() {
+        let descriptor = fd.exchange(-1, ordering: .acquiringAndReleasing)
+        if descriptor >= 0 { close(descriptor) }
+    }
+
+    /// The directories whose files may hold states we export: `plain/`, and our `uid.N*` (all
+    /// of them when we are root, who may export any user's names).
+    private func isRelevant(_ entry: String) -> Bool {
+        if entry == "plain" { return true }
+        if uid == 0 { return entry.hasPrefix("uid.") }
+        return entry == "uid.\(uid)" || entry.hasPrefix("uid.\(uid).")
+    }
+
+    private func watchTree() {
+        _ = addWatch(directory, mask: UInt32(IN_CREATE | IN_MOVED_TO))
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where isRelevant(entry) {
+            _ = addWatch(directory + "/" + entry, mask: UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MODIFY))
+        }
+    }
+
+    private func addWatch(_ path: String, mask: UInt32) -> Bool {
+        let descriptor = fd.load(ordering: .acquiring)
+        guard descriptor >= 0 else { return false }
+        let wd = inotify_add_watch(descriptor, path, mask | UInt32(IN_ONLYDIR) | UInt32(IN_DONT_FOLLOW))
+        guard wd >= 0 else { return false }
+        watched.withLock { $0[wd] = path }
+        return true
+    }
+
+    /// Names of the state files present now (for the states set before the bridge started).
+    func namesPresent() -> [String] {
+        var names: [String] = []
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where isRelevant(entry) {
+            let dir = directory + "/" + entry
+            for file in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] {
+                if let name = Self.name(inFile: dir + "/" + file, named: file) { names.append(name) }
+            }
+        }
+        return names
+    }
+
+    private func readEvents(_ descriptor: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return } // closed by stop()
+            var offset = 0
+            while offset + MemoryLayout<inotify_event>.size <= count {
+                let (wd, mask, length) = buffer.withUnsafeBytes { raw in
+                    let event = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
+                    return (event.wd, event.mask, Int(event.len))
+                }
+                let nameStart = offset + MemoryLayout<inotify_event>.size
+                let nameBytes = buffer[nameStart ..< min(count, nameStart + length)].prefix { $0 != 0 }
+                let entry = String(decoding: nameBytes, as: UTF8.self)
+                offset = nameStart + length
+                if mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                    for name in namesPresent() { changed(name) } // events were lost: look at all
+                    continue
+                }
+                guard let dir = watched.withLock({ $0[wd] }) else { continue }
+                if dir == directory {
+                    if isRelevant(entry) { watchTree() } // plain/ or uid.N made after we started
+                } else if dir == (directory as NSString).deletingLastPathComponent {
+                    if entry == (directory as NSString).lastPathComponent { watchTree() } // the state directory appeared
+                } else if let name = Self.name(inFile: dir + "/" + entry, named: entry) {
+                    changed(name)
+                }
+            }
+        }
+    }
+
+    /// The name a state file holds, if it is one (32 hex digits of the name's hash, checked
+    /// against the name it holds); opened without following links or blocking.
+    static func name(inFile path: String, named file: String) -> String? {
+        guard file.utf8.count == 32, !file.hasPrefix(".") else { return nil }
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        var bytes = [UInt8](repeating: 0, count: 8 + Int(CNOTIFY_NAME_MAX) + 1)
+        let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        guard count > 8, count <= 8 + Int(CNOTIFY_NAME_MAX),
+              let name = String(validating: bytes[8 ..< count], as: UTF8.self) else { return nil }
+        var expected = [CChar](repeating: 0, count: 33)
+        CNotify_state_file_name(name, &expected)
+        return text(of: expected) == file ? name : nil
+    }
+}

@@ -1,0 +1,127 @@
+// Topic codec: notification names ↔ MQTT topics (docs/BRIDGE.md, "Topics").
+//
+// A name's dots become topic levels, so MQTT's own wildcards select namespaces: `com.example`
+// observed as a namespace is the filter `darwin-notify/com/example/#`, which matches the topic of
+// `com.example` itself and of every `com.example.*`, never `com.examples`. Bytes a topic cannot
+// hold, or that would change its meaning, are written `%XX` (two upper-case hex digits):
+// `/` `+` `#` `%`, the C0 controls and DEL, and the C1 controls (U+0080–U+009F, whose UTF-8
+// bytes are escaped one by one). Everything else of a (valid UTF-8) name is kept as it is, so
+// the mapping is one-to-one and readable in `mosquitto_sub -v`.
+public enum TopicCodec {
+    /// The root of post topics: `darwin-notify/<name levels>` (the issue's contract).
+    public static let postRoot = "darwin-notify"
+    /// The root of retained state topics: `darwin-notify-state/<name levels>`.
+    public static let stateRoot = "darwin-notify-state"
+    /// The root of wormhole topics: `darwin-notify-wormhole/<group>/<directory>/<file|queue>/<identifier>`.
+    public static let wormholeRoot = "darwin-notify-wormhole"
+
+    /// The levels of `name`: dots become `/`, other bytes escaped as above.
+    public static func levels(of name: String) -> String { escape(name, dotsSeparateLevels: true) }
+
+    /// A single topic level holding `text` whole (dots kept): for wormhole groups, directories
+    /// and identifiers, which are one level each.
+    public static func level(_ text: String) -> String { escape(text, dotsSeparateLevels: false) }
+
+    private static func escape(_ name: String, dotsSeparateLevels: Bool) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(name.utf8.count)
+        var previous: UInt8 = 0
+        for byte in name.utf8 {
+            if byte == UInt8(ascii: "."), dotsSeparateLevels {
+                out.append(UInt8(ascii: "/"))
+            } else if needsEscape(byte, after: previous) {
+                // A C1 control is two bytes (C2 80…C2 9F): its lead byte was already kept, so
+                // escape it retroactively together with this one.
+                if byte >= 0x80, byte <= 0x9F, previous == 0xC2, out.last == 0xC2 {
+                    out.removeLast()
+                    appendEscape(0xC2, to: &out)
+                }
+                appendEscape(byte, to: &out)
+            } else {
+                out.append(byte)
+            }
+            previous = byte
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The name whose `levels(of:)` is `levels`; nil when it is not such a string (a bad escape,
+    /// a byte that should have been escaped, not UTF-8).
+    public static func name(fromLevels levels: Substring) -> String? {
+        var out = [UInt8]()
+        var bytes = Array(levels.utf8)[...]
+        var previous: UInt8 = 0
+        while let byte = bytes.popFirst() {
+            switch byte {
+            case UInt8(ascii: "/"): out.append(UInt8(ascii: "."))
+            case UInt8(ascii: "%"):
+                guard bytes.count >= 2, let high = hexValue(bytes.popFirst()!), let low = hexValue(bytes.popFirst()!)
+                else { return nil }
+                out.append(high << 4 | low)
+            case UInt8(ascii: "."): return nil // a level never holds a raw dot
+            default:
+                if needsEscape(byte, after: previous) { return nil }
+                out.append(byte)
+            }
+            previous = byte
+        }
+        guard !out.isEmpty, let text = String(validating: out, as: UTF8.self) else { return nil }
+        return text
+    }
+
+    /// The text of one level that `level(_:)` made; nil when it is not one.
+    public static func text(fromLevel level: Substring) -> String? {
+        guard !level.contains("/") else { return nil }
+        var out = [UInt8]()
+        var bytes = Array(level.utf8)[...]
+        while let byte = bytes.popFirst() {
+            if byte == UInt8(ascii: "%") {
+                guard bytes.count >= 2, let high = hexValue(bytes.popFirst()!), let low = hexValue(bytes.popFirst()!)
+                else { return nil }
+                out.append(high << 4 | low)
+            } else {
+                out.append(byte)
+            }
+        }
+        return String(validating: out, as: UTF8.self)
+    }
+
+    /// The topic of a post of `name`.
+    public static func postTopic(_ name: String) -> String { postRoot + "/" + levels(of: name) }
+    /// The retained state topic of `name`.
+    public static func stateTopic(_ name: String) -> String { stateRoot + "/" + levels(of: name) }
+
+    /// The subscription that selects the namespace `ns` under `root` (`ns` itself and below).
+    public static func filter(root: String, namespace ns: String) -> String { root + "/" + levels(of: ns) + "/#" }
+
+    /// The name a topic under `root` carries, nil for another root or a topic that is not ours.
+    public static func name(inTopic topic: String, root: String) -> String? {
+        let prefix = root + "/"
+        guard topic.hasPrefix(prefix) else { return nil }
+        return name(fromLevels: topic.dropFirst(prefix.count))
+    }
+
+    private static func needsEscape(_ byte: UInt8, after previous: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "/"), UInt8(ascii: "+"), UInt8(ascii: "#"), UInt8(ascii: "%"): return true
+        case 0x00 ..< 0x20, 0x7F: return true
+        case 0x80 ... 0x9F: return previous == 0xC2 // the second byte of a C1 control
+        default: return false
+        }
+    }
+
+    private static func appendEscape(_ byte: UInt8, to out: inout [UInt8]) {
+        let hex = Array("0123456789ABCDEF".utf8)
+        out.append(UInt8(ascii: "%"))
+        out.append(hex[Int(byte >> 4)])
+        out.append(hex[Int(byte & 0xF)])
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0") ... UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "A") ... UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil // lower-case hex is not what we write: one spelling per name
+        }
+    }
+}
