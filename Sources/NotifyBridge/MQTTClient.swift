@@ -2,6 +2,8 @@
 // automatic reconnection with exponential backoff). Everything MQTT-specific the bridge needs and
 // nothing else; libmosquitto does the protocol, we never write MQTT bytes ourselves.
 import CMosquitto
+import Dispatch
+import Foundation
 import Synchronization
 
 /// Where a message from the broker or a connection event is reported. Called on libmosquitto's
@@ -59,6 +61,9 @@ public final class MQTTClient: Sendable {
     private nonisolated(unsafe) let handle: OpaquePointer
     private let delegateBox: Mutex<(any MQTTClientDelegate)?>
     private let started = Atomic<Bool>(false)
+    /// Set by a successful CONNACK, read (and cleared) by the loop to reset its backoff.
+    private let connectedOnce = Atomic<Bool>(false)
+    private let loopEnded = DispatchSemaphore(value: 0)
     /// Message ids of SUBSCRIBE packets not yet acknowledged (one `subscribe` call's).
     private let awaitingSubAck = Mutex<Set<Int32>>([])
 
@@ -76,8 +81,6 @@ public final class MQTTClient: Sendable {
         mosquitto_user_data_set(handle, Unmanaged.passUnretained(self).toOpaque())
         _ = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311)
         mosquitto_max_inflight_messages_set(handle, options.maxInflight)
-        // Backoff between attempts: 1 s doubling to 30 s.
-        mosquitto_reconnect_delay_set(handle, 1, 30, true)
         var rc: Int32
         if options.username != nil || options.password != nil {
             rc = mosquitto_username_pw_set(handle, options.username, options.password)
@@ -116,10 +119,7 @@ public final class MQTTClient: Sendable {
     }
 
     deinit {
-        if started.load(ordering: .acquiring) {
-            mosquitto_disconnect(handle)
-            mosquitto_loop_stop(handle, false)
-        }
+        stop()
         mosquitto_destroy(handle)
     }
 
@@ -131,6 +131,7 @@ public final class MQTTClient: Sendable {
 
     private func connected(rc: Int32, flags: Int32) {
         if rc == 0 {
+            connectedOnce.store(true, ordering: .relaxed)
             delegate?.mqttConnected(sessionPresent: flags & 1 != 0)
         } else {
             // CONNACK refusals: 4 bad user name or password, 5 not authorised, …
@@ -139,18 +140,48 @@ public final class MQTTClient: Sendable {
         }
     }
 
-    /// Starts connecting in the background; an unreachable broker is retried with backoff, and
-    /// reported through the delegate.
+    /// Starts connecting on the client's network thread; an unreachable broker is retried with
+    /// backoff (1 s doubling to 30 s), and every failed attempt is reported through the delegate.
+    /// Our own loop rather than `mosquitto_loop_start`, whose thread gives up when the very first
+    /// connection fails (libmosquitto 2.0), so a bridge started before its broker would wait forever.
     public func start(options: MQTTOptions) throws(MQTTError) {
-        let rc = mosquitto_connect_async(handle, options.broker.host, Int32(options.broker.port), options.keepAliveSeconds)
-        if rc != MOSQ_ERR_SUCCESS.rawValue {
-            // Not fatal: the network thread keeps trying. Say why the first attempt failed.
-            delegate?.mqttDisconnected(reason: "cannot reach the broker at \(options.broker.host):\(options.broker.port) (\(String(cString: mosquitto_strerror(rc))))",
-                                       refused: false)
+        guard !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let rc = mosquitto_threaded_set(handle, true)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(rc, "cannot make the MQTT client thread-safe") }
+        let thread = Thread { [self] in networkLoop(options) }
+        thread.name = "notify-bridge MQTT"
+        thread.start()
+    }
+
+    /// Connects, runs libmosquitto's loop while connected, and reconnects after a loss.
+    private func networkLoop(_ options: MQTTOptions) {
+        defer { loopEnded.signal() }
+        var delay = 1.0
+        var firstAttempt = true
+        while started.load(ordering: .acquiring) {
+            let rc = firstAttempt
+                ? mosquitto_connect(handle, options.broker.host, Int32(options.broker.port), options.keepAliveSeconds)
+                : mosquitto_reconnect(handle)
+            firstAttempt = false
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                var loop = MOSQ_ERR_SUCCESS.rawValue
+                while loop == MOSQ_ERR_SUCCESS.rawValue, started.load(ordering: .acquiring) {
+                    loop = mosquitto_loop(handle, 100, 1)
+                }
+                if connectedOnce.exchange(false, ordering: .relaxed) { delay = 1 } // it worked for a while: start over
+            } else {
+                delegate?.mqttDisconnected(
+                    reason: "cannot reach the broker at \(options.broker.host):\(options.broker.port) (\(reason(rc)))", refused: false)
+            }
+            // Back off, waking every 100 ms to notice stop().
+            let until = DispatchTime.now().uptimeNanoseconds + UInt64(delay * 1e9)
+            while started.load(ordering: .acquiring), DispatchTime.now().uptimeNanoseconds < until { usleep(100_000) }
+            delay = min(delay * 2, 30)
         }
-        let loop = mosquitto_loop_start(handle)
-        guard loop == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(loop, "cannot start the MQTT network thread") }
-        started.store(true, ordering: .releasing)
+    }
+
+    private func reason(_ rc: Int32) -> String {
+        rc == MOSQ_ERR_ERRNO.rawValue ? String(cString: strerror(errno)) : String(cString: mosquitto_strerror(rc))
     }
 
     /// Publishes; QoS 1 messages are queued by libmosquitto while the broker is away and sent in
@@ -160,7 +191,12 @@ public final class MQTTClient: Sendable {
         let rc = payload.withUnsafeBytes { bytes in
             mosquitto_publish(handle, &mid, topic, Int32(bytes.count), bytes.baseAddress, qos, retain)
         }
-        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(rc, "cannot publish to '\(topic)'") }
+        // libmosquitto keeps a QoS 1 message it could not send for want of a connection (it
+        // says MOSQ_ERR_NO_CONN) in its outgoing queue, and sends it, in order, once it is
+        // connected again: queued, not failed (docs/BRIDGE.md, "Ordering and loss").
+        guard rc == MOSQ_ERR_SUCCESS.rawValue || (rc == MOSQ_ERR_NO_CONN.rawValue && qos > 0) else {
+            throw MQTTError(rc, "cannot publish to '\(topic)'")
+        }
         return mid
     }
 
@@ -179,6 +215,6 @@ public final class MQTTClient: Sendable {
     public func stop() {
         guard started.exchange(false, ordering: .acquiringAndReleasing) else { return }
         mosquitto_disconnect(handle)
-        mosquitto_loop_stop(handle, false)
+        loopEnded.wait()
     }
 }
