@@ -9,6 +9,12 @@ public struct BrokerURL: Equatable, Sendable {
         public let description: String
     }
 
+    public init(host: String, port: Int, tls: Bool) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+    }
+
     public init(parsing text: String) throws(Fault) {
         let scheme: Substring
         let rest: Substring

@@ -1,0 +1,97 @@
+import CNotify
+import Foundation
+import NotifyBridge
+import Testing
+
+/// notify-bridge's pure logic: topics, payloads, URLs, dedupe, namespaces (docs/BRIDGE.md).
+@Suite("Bridge units")
+struct BridgeUnitTests {
+    @Test("topic escaping: the documented vectors, and every name comes back")
+    func topics() {
+        let vectors: [(String, String)] = [
+            ("com.example.changed", "darwin-notify/com/example/changed"),
+            ("a/b", "darwin-notify/a%2Fb"),
+            ("plus+hash#", "darwin-notify/plus%2Bhash%23"),
+            ("pct%41", "darwin-notify/pct%2541"),
+            ("tab\tx", "darwin-notify/tab%09x"),
+            ("del\u{7F}", "darwin-notify/del%7F"),
+            ("c1\u{85}x", "darwin-notify/c1%C2%85x"),
+            ("ünï", "darwin-notify/ünï"),
+            ("a..b", "darwin-notify/a//b"),
+        ]
+        for (name, topic) in vectors {
+            #expect(TopicCodec.postTopic(name) == topic, "\(name)")
+            #expect(TopicCodec.name(inTopic: topic, root: TopicCodec.postRoot) == name, "\(topic)")
+        }
+        #expect(TopicCodec.filter(root: TopicCodec.postRoot, namespace: "com.example") == "darwin-notify/com/example/#")
+        #expect(TopicCodec.stateTopic("com.x") == "darwin-notify-state/com/x")
+        #expect(TopicCodec.level("group.com.example") == "group.com.example")
+        #expect(TopicCodec.text(fromLevel: "a%2Fb") == "a/b")
+    }
+
+    @Test("topics that no name makes are refused")
+    func badTopics() {
+        for levels in ["a%zz", "a%2", "a%2f", "a.b", "a+b", "", "a%FF"] {
+            #expect(TopicCodec.name(fromLevels: Substring(levels)) == nil, "\(levels)")
+        }
+        #expect(TopicCodec.name(inTopic: "other/a", root: TopicCodec.postRoot) == nil)
+        #expect(TopicCodec.text(fromLevel: "a/b") == nil)
+    }
+
+    @Test("payloads: encode, decode, and what is refused")
+    func payloads() throws {
+        for body: BridgePayload.Body in [.post, .state(42), .state(.max), .wormhole(Data([0, 10, 255]))] {
+            let payload = BridgePayload(origin: "host-1a2b", sequence: 7, body: body)
+            #expect(try BridgePayload.decode(payload.encoded()).get() == payload)
+        }
+        #expect(BridgePayload(origin: "h", sequence: 1, body: .state(5)).encoded() == Array("DNB1 h 1 state 5\n".utf8))
+        for bad in ["", "hello", "DNB1 h 1 post", "DNB1 h 0 post\n", "DNB1 h/x 1 post\n", "DNB1 h 1 state x\n",
+                    "DNB1 h 1 state -1\n", "DNB1 h 1 post\nextra", "DNB1 h 1 gossip\n", "DNB2 h 1 post\n",
+                    "DNB1 h 18446744073709551616 post\n"] {
+            #expect(throws: BridgePayload.Fault.self, "\(bad)") { try BridgePayload.decode(Array(bad.utf8)).get() }
+        }
+    }
+
+    @Test("broker URLs")
+    func urls() throws {
+        #expect(try BrokerURL(parsing: "mqtt://127.0.0.1") == BrokerURL(host: "127.0.0.1", port: 1883, tls: false))
+        #expect(try BrokerURL(parsing: "mqtts://broker.example:8884/") == BrokerURL(host: "broker.example", port: 8884, tls: true))
+        #expect(try BrokerURL(parsing: "mqtt://[::1]:1884") == BrokerURL(host: "::1", port: 1884, tls: false))
+        for bad in ["127.0.0.1", "http://x", "mqtt://", "mqtt://h:0", "mqtt://h:65536", "mqtt://h:x", "mqtt://u@h",
+                    "mqtt://h/path", "mqtt://[::1", "mqtt://h h"] {
+            #expect(throws: BrokerURL.Fault.self, "\(bad)") { try BrokerURL(parsing: bad) }
+        }
+    }
+
+    @Test("dedupe: per origin, later sequences only; the table is bounded")
+    func dedupe() {
+        var table = Deduplicator(capacity: 2)
+        let steps: [(String, UInt64, Bool)] = [("a", 1, true), ("a", 1, false), ("a", 3, true), ("a", 2, false),
+                                               ("b", 1, true), ("c", 1, true) /* forgets a */, ("a", 1, true)]
+        for (origin, sequence, expected) in steps {
+            #expect(table.accept(origin: origin, sequence: sequence) == expected, "\(origin) \(sequence)")
+        }
+    }
+
+    @Test("namespaces: arg0namespace semantics; the minimal set has no overlap")
+    func namespaces() {
+        #expect(Namespaces.contains("com.x", "com.x") && Namespaces.contains("com.x", "com.x.y"))
+        #expect(!Namespaces.contains("com.x", "com.xy") && !Namespaces.contains("com.x", "com"))
+        #expect(Namespaces.minimal(["com.x.y", "com.x", "org", "com.x", "com.xy"]) == ["org", "com.x", "com.xy"])
+    }
+
+    @Test("CNotify_center_current_post outside a callback is INVALID_REQUEST; restricted names parse as the core does")
+    func cHelpers() {
+        var status: UInt32 = 0
+        let center = CNotify_center_create("unix:path=/nonexistent/bus", &status)
+        #expect(center != nil)
+        var info = CNotify_post_info()
+        #expect(CNotify_center_current_post(center, &info) == UInt32(NOTIFY_STATUS_INVALID_REQUEST))
+        #expect(CNotify_center_current_post(center, nil) == UInt32(NOTIFY_STATUS_NULL_INPUT))
+        CNotify_center_destroy(center)
+        var uid: UInt32 = 9
+        #expect(CNotify_name_restricted_uid("com.x", &uid) == 0)
+        #expect(CNotify_name_restricted_uid("user.uid.501.x", &uid) == 1 && uid == 501)
+        #expect(CNotify_name_restricted_uid("user.uid.99999999999", &uid) == -1)
+    }
+}
