@@ -96,7 +96,7 @@ let package = Package(
             name: "notify-bench",
             // The probes and the floor are run as child processes; depending on them makes
             // `swift run notify-bench` build them too.
-            dependencies: ["DarwinNotify", "Wormhole", "cnotify-probe", "dbus-floor", "notifyutil", "wormhole-probe",
+            dependencies: ["DarwinNotify", "Wormhole", "cnotify-probe", "dbus-floor", "notifyutil", "wormhole-probe", "notify-bridge",
                            .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore", "Wormhole", "NotifyBridge"]),

@@ -7,7 +7,8 @@ final class PrivateBus {
     private let directory: String
 
     init() throws {
-        directory = NSTemporaryDirectory() + "notify-bench-\(getpid())"
+        // Unique per bus: the bridge suite runs two in one process.
+        directory = NSTemporaryDirectory() + "notify-bench-\(getpid())-\(UInt32.random(in: 0 ... .max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let config = directory + "/bus.conf"
         try """

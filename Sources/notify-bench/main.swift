@@ -9,7 +9,7 @@ if arguments.count == 3, arguments[0] == "_swift-echo" || arguments[0] == "_swif
 }
 
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: notify-bench latency|names|throughput|fanout|check|wormhole|memory|cli|all [--samples N] [--rounds N] [--warmup N] [--json]\n".utf8))
+    FileHandle.standardError.write(Data("usage: notify-bench latency|names|throughput|fanout|check|wormhole|memory|cli|bridge|all [--samples N] [--rounds N] [--warmup N] [--json]\n".utf8))
     exit(64)
 }
 
@@ -27,7 +27,7 @@ while i < arguments.count {
         default: options.warmup = n
         }
         i += 1
-    case "latency", "names", "throughput", "fanout", "check", "wormhole", "memory", "cli": suites.append(arguments[i])
+    case "latency", "names", "throughput", "fanout", "check", "wormhole", "memory", "cli", "bridge": suites.append(arguments[i])
     case "all": suites += ["latency", "names", "throughput", "fanout", "check", "wormhole", "memory", "cli"]
     default: usage()
     }
@@ -61,6 +61,7 @@ do {
             case "check": (metrics, title) = (try checkSuite(options), "check: notify_check on an unchanged token")
             case "memory": (metrics, title) = (try memorySuite(options), "memory: resident set of an idle process on the same bus")
             case "fanout": (metrics, title) = (try fanoutSuite(options), "fanout: one post to 100 observer processes, until the last has it")
+            case "bridge": (metrics, title) = (try bridgeSuite(options), "bridge: post on bus A → callback on bus B through notify-bridge and mosquitto on loopback, vs mosquitto_pub → mosquitto_sub")
             case "throughput": (metrics, title) = (try throughputSuite(options), "throughput: sustained posts, counted at the receiver (\(options.rounds) alternating rounds)")
             default: (metrics, title) = (try cliSuite(options), "cli: wall time of one post from the command line, same bus, alternating")
             }
