@@ -45,7 +45,7 @@ SRCS := $(wildcard Shims/CNotify/*.c)
 OBJS := $(patsubst Shims/CNotify/%.c,$(BUILD)/obj/%.o,$(SRCS))
 HEADERS := Shims/CNotify/include/notify.h Shims/CNotify/include/darwin_notify.h
 MANPAGES := $(wildcard man/*.1 man/*.3 man/*.7)
-CLIS := notifyutil wormhole
+CLIS := notifyutil wormhole notify-bridge
 
 .PHONY: all lib cli data FORCE install install-lib install-cli install-data uninstall deb clean check-symbols
 
@@ -99,6 +99,7 @@ else
 	DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL=1 $(SWIFT_RELEASE) --product notifyutil
 endif
 	$(SWIFT_RELEASE) --product wormhole
+	$(SWIFT_RELEASE) --product notify-bridge
 	@mkdir -p $(BUILD)/completions
 	# Completions are sourced, not run: no #! line.
 	$(SWIFT_SCRATCH)/release/wormhole --generate-completion-script bash | sed '1{/^#!/d}' > $(BUILD)/completions/wormhole.bash
@@ -135,7 +136,7 @@ install-data: data
 
 install-cli: cli
 	install -d $(DESTDIR)$(BINDIR)
-	install -m 0755 $(SWIFT_SCRATCH)/release/notifyutil $(SWIFT_SCRATCH)/release/wormhole $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(SWIFT_SCRATCH)/release/notifyutil $(SWIFT_SCRATCH)/release/wormhole $(SWIFT_SCRATCH)/release/notify-bridge $(DESTDIR)$(BINDIR)/
 	install -m 0644 $(BUILD)/completions/wormhole.bash $(DESTDIR)$(DATADIR)/bash-completion/completions/wormhole
 	install -m 0644 $(BUILD)/completions/_wormhole $(DESTDIR)$(DATADIR)/zsh/vendor-completions/_wormhole
 	install -m 0644 $(BUILD)/completions/wormhole.fish $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/wormhole.fish

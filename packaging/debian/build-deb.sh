@@ -43,7 +43,7 @@ find "$stage/usr/share/man" -type f -exec gzip -9n {} \;
 # Binaries without debug symbols.
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/lib/$multiarch/libdarwin-notify.so.$version"
 strip --strip-debug "$stage/usr/lib/$multiarch/libdarwin-notify.a"
-strip "$stage/usr/bin/notifyutil" "$stage/usr/bin/wormhole"
+strip "$stage/usr/bin/notifyutil" "$stage/usr/bin/wormhole" "$stage/usr/bin/notify-bridge"
 
 # Depends: the package of every shared library the binaries need, and dbus-daemon.
 libs=$(for f in "$stage/usr/bin/"* "$stage/usr/lib/$multiarch/libdarwin-notify.so.$version"; do
@@ -73,7 +73,7 @@ Priority: optional
 Homepage: https://github.com/darwin-notify/darwin-notify
 Description: Darwin-style notifications (Apple's notify(3)) for Linux
  DarwinNotify brings Apple's Darwin notifications to Linux over D-Bus: the
- notify(3) C API (libdarwin-notify, with darwin-notify.pc), notifyutil, and
+ notify(3) C API (libdarwin-notify, with darwin-notify.pc), notifyutil, notify-bridge, and
  the wormhole tool for MMWormhole-style messages through group containers.
  Installed, the system bus carries them for every user, as on macOS.
 CONTROL
