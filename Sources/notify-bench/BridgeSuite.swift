@@ -145,22 +145,22 @@ final class BenchBroker {
         return Double(messages) / elapsed
     }
 
+    /// Runs a mosquitto client against the broker: its stdout (`tool`) or its stdin (`toolWithInput`).
     private func tool(_ name: String, _ arguments: [String]) throws -> (Process, FileHandle) {
-        let process = Process(), out = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/" + name)
-        process.arguments = ["-h", "127.0.0.1", "-p", "\(port)"] + arguments
-        process.standardOutput = out
-        try process.run()
-        return (process, out.fileHandleForReading)
+        try launch(name, arguments, feed: false)
     }
 
     private func toolWithInput(_ name: String, _ arguments: [String]) throws -> (Process, FileHandle) {
-        let process = Process(), input = Pipe()
+        try launch(name, arguments, feed: true)
+    }
+
+    private func launch(_ name: String, _ arguments: [String], feed: Bool) throws -> (Process, FileHandle) {
+        let process = Process(), pipe = Pipe()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/" + name)
         process.arguments = ["-h", "127.0.0.1", "-p", "\(port)"] + arguments
-        process.standardInput = input
+        if feed { process.standardInput = pipe } else { process.standardOutput = pipe }
         try process.run()
-        return (process, input.fileHandleForWriting)
+        return (process, feed ? pipe.fileHandleForWriting : pipe.fileHandleForReading)
     }
 
     static func listening(_ port: Int) -> Bool {
