@@ -49,10 +49,18 @@ final class StateWatcher: Sendable {
         return entry == "uid.\(uid)" || entry.hasPrefix("uid.\(uid).")
     }
 
-    private func watchTree() {
+    /// Watches the state directory and its relevant subdirectories. After start (`report`), the
+    /// files already in a directory that appeared are reported too: a state may have been
+    /// written there before the watch was added.
+    private func watchTree(report: Bool = false) {
         _ = addWatch(directory, mask: UInt32(IN_CREATE | IN_MOVED_TO))
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where isRelevant(entry) {
-            _ = addWatch(directory + "/" + entry, mask: UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MODIFY))
+            let dir = directory + "/" + entry
+            _ = addWatch(dir, mask: UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MODIFY))
+            guard report else { continue }
+            for file in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] {
+                if let name = Self.name(inFile: dir + "/" + file, named: file) { changed(name) }
+            }
         }
     }
 
@@ -99,9 +107,9 @@ final class StateWatcher: Sendable {
                 }
                 guard let dir = watched.withLock({ $0[wd] }) else { continue }
                 if dir == directory {
-                    if isRelevant(entry) { watchTree() } // plain/ or uid.N made after we started
+                    if isRelevant(entry) { watchTree(report: true) } // plain/ or uid.N made after we started
                 } else if dir == (directory as NSString).deletingLastPathComponent {
-                    if entry == (directory as NSString).lastPathComponent { watchTree() } // the state directory appeared
+                    if entry == (directory as NSString).lastPathComponent { watchTree(report: true) } // the state directory appeared
                 } else if let name = Self.name(inFile: dir + "/" + entry, named: entry) {
                     changed(name)
                 }
