@@ -50,6 +50,11 @@ void cn_namespace_rule(const char *ns, char *buf, size_t len) {
     snprintf(buf, len, "type='signal',path='" CN_PATH "',member='" CN_MEMBER "',arg0namespace='%s'", ns);
 }
 
+uint32_t CNotify_validate_namespace(const char *ns) {
+    cn_clear_error();
+    return cn_validate_namespace(ns);
+}
+
 uint32_t cn_validate_namespace(const char *ns) {
     if (!ns) { cn_set_error("namespace is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     size_t len = strlen(ns);

@@ -82,13 +82,11 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         self.configuration = configuration
         self.reporter = reporter
         for ns in configuration.exports + configuration.imports {
-            let st = CNotify_validate_name(ns)
-            guard st == 0, !ns.hasSuffix(".") else {
-                throw BridgeError("'\(ns)' is not a namespace: \(String(cString: CNotify_status_string(st)))")
-            }
             if ns == "self" || ns.hasPrefix("self.") {
                 throw BridgeError("'\(ns)': self. names never leave their process, so they cannot be bridged")
             }
+            // The core's own check, so an import is held to what an export's observer accepts.
+            guard CNotify_validate_namespace(ns) == 0 else { throw BridgeError(String(cString: CNotify_last_error())) }
         }
         exports = Namespaces.minimal(configuration.exports)
         imports = Namespaces.minimal(configuration.imports)

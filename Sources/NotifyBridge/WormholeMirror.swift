@@ -86,7 +86,7 @@ final class WormholeMirror: Sendable {
 
     private func listenToQueue(_ identifier: String) {
         guard listeners.withLock({ $0[identifier] == nil }),
-              files.mirrorableIdentifiers().queues.contains(identifier) else { return }
+              queues.hasQueue(identifier) else { return }
         let topic = topicPrefix + Kind.queue.rawValue + "/" + TopicCodec.level(identifier)
         do {
             let listener = try queues.listen(for: identifier, name: listenerName, queue: work) { [self] result in

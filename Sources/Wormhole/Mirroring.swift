@@ -59,6 +59,12 @@ extension Wormhole {
         return WormholeMessage(identifier: identifier, envelope: envelope, sequence: nil)
     }
 
+    /// Whether `identifier` has a queue directory (one `stat`, for each announcement).
+    package func hasQueue(_ identifier: String) -> Bool {
+        var info = stat()
+        return stat(layout.queue(identifier).string, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+    }
+
     /// Identifiers with a `messages/` file and with a queue directory, whatever this wormhole's
     /// transiting: what a mirror starts from.
     package func mirrorableIdentifiers() -> (files: [String], queues: [String]) {

@@ -1,5 +1,6 @@
 import CNotify
 import Foundation
+import Synchronization
 import NotifyBridge
 import Testing
 
@@ -78,6 +79,17 @@ struct BridgeUnitTests {
         #expect(Namespaces.contains("com.x", "com.x") && Namespaces.contains("com.x", "com.x.y"))
         #expect(!Namespaces.contains("com.x", "com.xy") && !Namespaces.contains("com.x", "com"))
         #expect(Namespaces.minimal(["com.x.y", "com.x", "org", "com.x", "com.xy"]) == ["org", "com.x", "com.xy"])
+    }
+
+    @Test("the reporter's table of repeated kinds stays bounded under a flood of distinct bad topics")
+    func reporterBounded() {
+        let lines = Mutex(0)
+        let reporter = Reporter { _ in lines.withLock { $0 += 1 } }
+        for i in 0 ..< 5000 { reporter.repeated("invalid:darwin-notify/junk/\(i)", "ignored a message on darwin-notify/junk/\(i)") }
+        #expect(reporter.trackedKinds <= Reporter.maxKinds)
+        #expect(lines.withLock { $0 } == 5000) // each new kind is still reported once
+        reporter.repeated("invalid:darwin-notify/junk/4999", "again")
+        #expect(lines.withLock { $0 } == 5000) // a kind still tracked is summarised, not repeated
     }
 
     @Test("CNotify_center_current_post outside a callback is INVALID_REQUEST; restricted names parse as the core does")

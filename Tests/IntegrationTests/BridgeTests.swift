@@ -214,6 +214,10 @@ extension IntegrationSuites {
             #expect(nothing.status == 64 && nothing.err.contains("nothing to carry"), "\(nothing.err)")
             let selfName = try run("notify-bridge", ["--broker", "mqtt://127.0.0.1:1", "--export", "self.x"])
             #expect(selfName.status == 64 && selfName.err.contains("self."), "\(selfName.err)")
+            for bad in ["com..x", "1abc", "a/b", "com.x."] {
+                let refused = try run("notify-bridge", ["--broker", "mqtt://127.0.0.1:1", "--import", bad])
+                #expect(refused.status == 64 && refused.err.contains("is not a namespace"), "\(bad): \(refused.err)")
+            }
         }
 
         @Test("an unreachable broker: the bridge keeps running, says so, and connects once the broker is there")

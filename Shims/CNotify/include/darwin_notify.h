@@ -134,6 +134,11 @@ uint32_t CNotify_center_current_post(CNotify_center *center, CNotify_post_info *
  * name, 1 with *out_uid = N, -1 for a `user.uid.` number that is no uid (nobody may post it). */
 int CNotify_name_restricted_uid(const char *name, uint32_t *out_uid);
 
+/* Validates a namespace as the namespace observers do (D-Bus arg0namespace: dot-separated
+ * elements of letters, digits, '_' and '-'): NULL_INPUT, INVALID_NAME (with a sentence in
+ * CNotify_last_error) or OK. */
+uint32_t CNotify_validate_namespace(const char *ns);
+
 /* Validates a notification name: NULL_INPUT, INVALID_NAME (empty, too long, not UTF-8) or OK. */
 uint32_t CNotify_validate_name(const char *name);
 
