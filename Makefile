@@ -53,7 +53,7 @@ all: lib data $(if $(filter 1,$(WITH_CLI)),cli)
 
 lib: $(BUILD)/$(REALNAME) $(BUILD)/$(LIBNAME).a $(BUILD)/darwin-notify.pc
 
-$(BUILD)/obj/%.o: Shims/CNotify/%.c Shims/CNotify/internal.h $(HEADERS) VERSION
+$(BUILD)/obj/%.o: Shims/CNotify/%.c Shims/CNotify/internal.h Shims/CNotify/dispatch_target.h $(HEADERS) VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -c $< -o $@
 

@@ -1,5 +1,5 @@
 /*
- * Which bus a center talks to, and the embedded bus: a per-user dbus-daemon with our config,
+ * bus_address.c: which bus a center talks to, and the embedded bus: a per-user dbus-daemon with our config,
  * started on first use by whichever process needs it (under a lock file, so concurrent starters
  * agree), daemonised so it outlives the process that started it.
  */

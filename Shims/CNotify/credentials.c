@@ -1,5 +1,5 @@
 /*
- * Credentials of restricted posts: who posted a `user.uid.N` name, provable after the poster
+ * credentials.c: credentials of restricted posts: who posted a `user.uid.N` name, provable after the poster
  * has exited. A receiver that asks the bus (GetConnectionUnixUser) learns nothing once the
  * sender is gone, and a short-lived poster is usually gone (notifyutil -p exits at once).
  *

@@ -1,5 +1,5 @@
 /*
- * notify_register_dispatch: a block run on a dispatch queue for each post. Built only when the
+ * dispatch_api.c: notify_register_dispatch, a block run on a dispatch queue for each post. Built only when the
  * compiler has blocks (__BLOCKS__: clang -fblocks, as SwiftPM compiles C); with gcc the file
  * compiles to the stubs at the end, and notify.h does not declare notify_register_dispatch.
  *
@@ -12,7 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include "internal.h"
-#include "token_internal.h"
+#include "dispatch_target.h"
 
 #ifdef __BLOCKS__
 

@@ -1,4 +1,4 @@
-/* Thread-local error sentences: the status codes are Apple's, the sentence says what to do. */
+/* errors.c: thread-local error sentences: the status codes are Apple's, the sentence says what to do. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,25 +32,4 @@ const char *CNotify_status_string(uint32_t status) {
     case NOTIFY_STATUS_NULL_INPUT: return "Null Input";
     default: return "Failed";
     }
-}
-
-uint32_t CNotify_validate_name(const char *name) {
-    if (name == NULL) {
-        cn_set_error("notification name is NULL");
-        return NOTIFY_STATUS_NULL_INPUT;
-    }
-    size_t len = strlen(name);
-    if (len == 0) {
-        cn_set_error("notification name is empty");
-        return NOTIFY_STATUS_INVALID_NAME;
-    }
-    if (len > CNOTIFY_NAME_MAX) {
-        cn_set_error("notification name is %zu bytes; the limit is %d", len, CNOTIFY_NAME_MAX);
-        return NOTIFY_STATUS_INVALID_NAME;
-    }
-    if (!dbus_validate_utf8(name, NULL)) {
-        cn_set_error("notification name is not valid UTF-8");
-        return NOTIFY_STATUS_INVALID_NAME;
-    }
-    return NOTIFY_STATUS_OK;
 }

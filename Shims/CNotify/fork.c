@@ -1,5 +1,5 @@
 /*
- * fork(): the child inherits the parent's D-Bus socket but not its I/O thread. Writing on that
+ * fork.c: the child inherits the parent's D-Bus socket but not its I/O thread. Writing on that
  * socket from the child would interleave bytes with the parent's stream and corrupt it, so in a
  * forked child every call returns NOTIFY_STATUS_OPT_DISABLE until exec, as Apple's library does,
  * and the exit-time flush leaves the inherited connections alone.

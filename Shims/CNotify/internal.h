@@ -1,47 +1,81 @@
-/* Internal structures of the CNotify core. Not installed; see include/ for the public API. */
+/*
+ * internal.h: the CNotify core's private structures, its lock order and the functions one file
+ * of the core offers another. Not installed; include/ holds the public API.
+ *
+ * Each section below is owned by one file, named in its heading. A file touches another file's
+ * sub-struct of the center only through the functions of that section.
+ */
 #ifndef CNOTIFY_INTERNAL_H
 #define CNOTIFY_INTERNAL_H
 
+#include <assert.h>
 #include <dbus/dbus.h>
+#include <errno.h>
 #include <pthread.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "include/darwin_notify.h"
 
-/* The wire contract (docs/PROTOCOL.md). Posts go to one of 4096 bucket interfaces chosen by a
- * hash of the name, so dbus-daemon (which keeps match rules per interface) scans only that
- * bucket's few exact rules; the plain interface stays open for foreign posters. */
-#define CN_PATH "/org/darwinnotify"
-#define CN_INTERFACE "org.darwinnotify.Notify"
-#define CN_MEMBER "Post"
-#define CN_BUCKET_PREFIX CN_INTERFACE ".H"
-#define CN_BUCKET_MASK 0xfffu
-#define CN_COMPAT_RULE "type='signal',path='" CN_PATH "',interface='" CN_INTERFACE "',member='" CN_MEMBER "'"
-#define CN_CATCHALL_RULE "type='signal',path='" CN_PATH "',member='" CN_MEMBER "'"
-#define CN_RULE_MAX 1024 /* DBUS_MAXIMUM_MATCH_RULE_LENGTH */
-#define CN_BUS_ID_LEN 32  /* a bus id (GetId): 32 hex digits */
-/* A post may add at most this many to `gaps` (a forged or restarted sequence must not count
- * 2^64 losses); a jump back is a new numbering, not a loss. */
-#define CN_GAP_JUMP_MAX (1u << 20)
-/* A poster whose unsent posts pass this many bytes waits for the bus to take them, at most
- * CN_POST_STALL_MS; then the post fails (NOTIFY_STATUS_FAILED) instead of growing memory. */
-#define CN_OUTGOING_MAX (4u << 20)
-#define CN_POST_STALL_MS 5000
+/*
+ * ---- Lock order ----
+ * A thread that holds a lock in a row may take only locks of the rows below it. Callbacks run
+ * with delivery.lock held and may call any public function, which is why it is the outermost.
+ *
+ *   lock (owner file)              guards                                         notes
+ *   centers_lock (center.c)        the process-wide list of centers               exit-time flush takes the rows below
+ *   delivery.lock (delivery.c)     one callback of a center at a time             held around every callback
+ *   io.start_lock (io_thread.c)    the first connection and the I/O thread's start
+ *   registry.lock (registry.c)     names, namespaces, entries, pins, running,     cond: registry.cond
+ *                                  rules.* (rules.c), rule_gen of each slot
+ *   link.lock (connection.c)       conn, connected, gen, bus identity, address,   cond: link.cond
+ *                                  send.post_counts (send.c), rules.waiters
+ *   watches.io_gate (watches.c)    shared: a send into libdbus;                   rwlock, writer-preferring
+ *                                  exclusive: the I/O thread handling a watch/timeout
+ *   [libdbus's connection lock]    (inside libdbus)                               it calls watches.c with it held
+ *   watches.lock (watches.c)       the watch and timeout arrays                   never held across a libdbus call
+ *   cn_waiter.lock (rules.c)       one AddMatch reply                             taken under link.lock
+ *   leaves: delivery.self_lock (the `self.` queue), state.lock (state.c), tok_lock then a token's
+ *   mu (notify_api.c), a dispatch target's mu (dispatch_api.c). A leaf is never held while
+ *   another lock is taken, except tok_lock -> token mu.
+ */
 
-/* ---- wire.c ---- */
-uint32_t cn_fnv1a32(const char *s);
-/* Writes the bucket interface of `name` ("org.darwinnotify.Notify.Hxxx") into buf[32]. */
-void cn_bucket_interface(const char *name, char buf[32]);
-/* Writes the match rule that selects posts of exactly `name`; when the escaped rule would exceed
- * the bus's limit, the rule of the whole bucket instead (the process filters by name anyway). */
-void cn_name_rule(const char *name, char *buf, size_t len);
-/* The match rule that selects every post of `ns` and of the names under it (arg0namespace: `ns`
- * itself and `ns.*`, never `nsx`), on every bucket interface and the plain one. */
-void cn_namespace_rule(const char *ns, char *buf, size_t len);
-/* NOTIFY_STATUS_OK if `ns` can be a D-Bus arg0namespace: elements of [A-Za-z0-9_-], the first
- * character of each not a digit, joined by single dots, at most 255 bytes; else INVALID_NAME. */
-uint32_t cn_validate_namespace(const char *ns);
+/* A lock the caller must hold (functions named *_locked). Debug builds check it: trylock fails
+ * with EBUSY on a mutex someone holds, so this catches a caller that holds nothing. */
+static inline int cn_mutex_is_held(pthread_mutex_t *m) {
+    int r = pthread_mutex_trylock(m);
+    if (r == 0) pthread_mutex_unlock(m);
+    return r == EBUSY;
+}
+#define CN_ASSERT_HELD(m) assert(cn_mutex_is_held(m))
+
+/*
+ * ---- How every public entry point begins (errors.c, fork.c) ----
+ * cn_clear_error() first (a success never leaves an old sentence), then the NULL checks, each
+ * failure with a sentence naming the argument, then the fork check for calls that touch a bus or
+ * shared state. Modelled on libdbus's _dbus_return_val_if_fail.
+ */
+#define CN_RETURN_IF_NULL(arg, what)                                          \
+    do {                                                                      \
+        if ((arg) == NULL) {                                                  \
+            cn_set_error("%s is NULL", what);                                 \
+            return NOTIFY_STATUS_NULL_INPUT;                                  \
+        }                                                                     \
+    } while (0)
+#define CN_RETURN_IF_FORKED()                                                 \
+    do {                                                                      \
+        uint32_t cn_fork_status_ = cn_fork_check();                           \
+        if (cn_fork_status_ != NOTIFY_STATUS_OK) return cn_fork_status_;      \
+    } while (0)
+
+/* Map values hold uint64_t sequence numbers and uid + 1 (send.c, delivery.c, sender_check.c). */
+_Static_assert(sizeof(uintptr_t) >= sizeof(uint64_t), "map values store 64-bit sequence numbers");
+_Static_assert(sizeof(uid_t) <= sizeof(uint32_t), "a uid fits the 32-bit values of the wire and the API");
+
+/* ---- errors.c: thread-local error sentences ---- */
+void cn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cn_clear_error(void);
 
 /* ---- fork.c: a connection never crosses fork() ---- */
 /* NOTIFY_STATUS_OK in the process that made the centers; in a forked child (until exec),
@@ -49,10 +83,6 @@ uint32_t cn_validate_namespace(const char *ns);
 uint32_t cn_fork_check(void);
 void cn_fork_guard_install(void);
 int cn_is_forked_child(void);
-
-/* ---- errors.c ---- */
-void cn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void cn_clear_error(void);
 
 /* ---- map.c: chained hash map with string keys (names, sender names) ---- */
 typedef struct cn_map_node {
@@ -65,7 +95,6 @@ typedef struct cn_map {
     cn_map_node **buckets;
     size_t nbuckets, count;
 } cn_map;
-uint64_t cn_hash(const char *s);
 void *cn_map_get(cn_map *m, const char *key);
 int cn_map_put(cn_map *m, const char *key, void *value); /* 0 ok, -1 out of memory */
 void *cn_map_remove(cn_map *m, const char *key);
@@ -73,22 +102,141 @@ void *cn_map_remove(cn_map *m, const char *key);
  * NULL only when out of memory. */
 void **cn_map_upsert(cn_map *m, const char *key);
 void cn_map_clear(cn_map *m, void (*free_value)(void *));
+/* Tables keyed by what others send (senders, names) are emptied past this size. */
+#define CN_MAP_BOUND 65536
 
-/* ---- bus_address.c ---- */
+/* ---- protocol.c: everything docs/PROTOCOL.md describes ---- */
+#define CN_PATH "/org/darwinnotify"
+#define CN_INTERFACE "org.darwinnotify.Notify"
+#define CN_MEMBER "Post"
+#define CN_BUCKET_PREFIX CN_INTERFACE ".H"
+#define CN_BUCKET_MASK 0xfffu
+#define CN_BUCKET_INTERFACE_LEN 32 /* "org.darwinnotify.Notify.Hxxx" and its NUL */
+#define CN_COMPAT_RULE "type='signal',path='" CN_PATH "',interface='" CN_INTERFACE "',member='" CN_MEMBER "'"
+#define CN_CATCHALL_RULE "type='signal',path='" CN_PATH "',member='" CN_MEMBER "'"
+#define CN_RULE_MAX 1024   /* DBUS_MAXIMUM_MATCH_RULE_LENGTH */
+#define CN_BUS_ID_LEN 32   /* a bus id (GetId): 32 hex digits */
+/* A post may add at most this many to `gaps` (a forged or restarted sequence must not count
+ * 2^64 losses); a jump back is a new numbering, not a loss. */
+#define CN_GAP_JUMP_MAX (1u << 20)
+_Static_assert(sizeof CN_BUCKET_PREFIX - 1 + 3 < CN_BUCKET_INTERFACE_LEN, "a bucket interface fits its buffer");
+_Static_assert(CN_BUCKET_MASK == 4095u, "4096 buckets: three hex digits");
+
+/* FNV-1a, the one hash of the core: 32-bit for buckets, 64-bit (with the offset basis given)
+ * for state file names and the map. */
+#define CN_FNV64_OFFSET_BASIS 14695981039346656037ull
+uint32_t cn_fnv1a32(const char *s);
+uint64_t cn_fnv1a64(const char *s, uint64_t basis);
+/* Writes the bucket interface of `name` ("org.darwinnotify.Notify.Hxxx"). */
+void cn_bucket_interface(const char *name, char buf[CN_BUCKET_INTERFACE_LEN]);
+/* The match rule that selects posts of exactly `name`; when the escaped rule would exceed the
+ * bus's limit, the rule of the whole bucket instead (the process filters by name anyway). */
+void cn_name_rule(const char *name, char *buf, size_t len);
+/* The match rule that selects every post of `ns` and of the names under it (arg0namespace). */
+void cn_namespace_rule(const char *ns, char *buf, size_t len);
+/* A post as the wire carries it. `credential_fd` is -1 unless a unix fd followed the sequence
+ * (parse: a duplicate the caller owns and closes). */
+typedef struct cn_post {
+    const char *name;     /* points into the message */
+    uint64_t seq;
+    int has_seq;
+    int credential_fd;
+} cn_post;
+/* The Post signal of `name` numbered `seq`, with `credential_fd` appended when >= 0 (libdbus
+ * keeps a duplicate). NULL when out of memory, with the error set. */
+DBusMessage *cn_post_build(const char *name, uint64_t seq, int credential_fd);
+/* 1 and *out filled if `msg` is a Post signal (on the plain or a bucket interface) whose name
+ * argument is 1..CNOTIFY_NAME_MAX bytes; 0 if the message is not ours or not of that shape. */
+int cn_post_parse(DBusMessage *msg, cn_post *out);
+/* The next sequence number of `name` in `counts` (name -> last number): 1, 2, ...; 0 when out of
+ * memory (sent unnumbered). The table is bounded: a receiver reads a restart at 1 as a reset. */
+uint64_t cn_post_next_seq(cn_map *counts, const char *name);
+
+/* ---- names.c: the names policy (`self.`, `user.uid.N`, validation) ---- */
+/* `self.` names (Apple's word) never leave the process and need no bus. */
+int cn_is_self_name(const char *name);
+/* `self` or a namespace under it: its posts never travel, so it needs no rule. */
+int cn_is_self_namespace(const char *ns);
+/* The key of a registration is a `self.` name or namespace. */
+int cn_is_self_key(const char *key, int is_namespace);
+/* Whether `name` is user.uid.N[...]: 0 not restricted; 1 restricted, with *uid = N (as notifyd:
+ * no digits means 0); -1 restricted to a number that is not a uid: nobody may post or set it. */
+int cn_restricted_uid(const char *name, uid_t *uid);
+/* NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) unless this process may post or set `name`;
+ * *restricted (if not NULL) tells whether `name` is a valid user.uid.N name. */
+uint32_t cn_may_write(const char *name, int *restricted);
+/* NOTIFY_STATUS_OK if `ns` can be a D-Bus arg0namespace, else INVALID_NAME or NULL_INPUT with
+ * the error set. */
+uint32_t cn_validate_namespace(const char *ns);
+
+/* ---- bus_address.c: which bus, and the embedded one ---- */
 typedef enum { CN_BUS_ADDRESS, CN_BUS_EMBEDDED } cn_bus_kind;
 /* Resolves "session"/"system"/"embedded"/address/NULL(default) into a kind and an address. */
 uint32_t cn_resolve_bus(const char *spec, cn_bus_kind *kind, char **out_address);
 /* Makes sure the embedded dbus-daemon runs (starting it under a lock) and returns its address. */
 uint32_t cn_embedded_ensure(char **out_address);
 uint32_t cn_embedded_runtime_dir(char *out, size_t len);
-/* The system-wide state directory (DARWIN_NOTIFY_SYSTEM_STATE_DIR, else /run/darwin-notify/state:
- * made by the installed tmpfiles.d entry) and the system bus's address. */
+/* The system-wide state directory and the system bus's address. */
 const char *cn_system_state_dir(void);
 const char *cn_system_bus_address(void);
 /* `address` without its guid= keys (a restarted daemon has a new guid): malloc'd, NULL if OOM. */
 char *cn_address_without_guid(const char *address);
 
-/* ---- center.c / io_loop.c ---- */
+/* ---- the center's parts: each sub-struct is owned by the file named ---- */
+
+/* center.c: where a center is in its life. Destroy reads it in one place (center.c). */
+typedef enum cn_lifecycle {
+    CN_LIFE_LIVE = 0,          /* in use; its I/O thread runs once the bus was first needed */
+    CN_LIFE_DESTROY_DEFERRED,  /* destroyed inside a `self.` delivery on a thread other than its I/O
+                                * thread: the delivering thread finishes the destroy */
+    CN_LIFE_STOPPING,          /* destroyed: the I/O thread leaves its loop; the destroyer joins it
+                                * and frees the center */
+    CN_LIFE_STOPPING_ON_IO,    /* destroyed from its own I/O thread: that thread frees the center
+                                * once it has left its loop */
+} cn_lifecycle;
+
+/* center.c: counters for CNotify_center_get_stats; atomics, updated without a lock. */
+typedef struct cn_counters {
+    _Atomic uint64_t received, delivered, gaps, reconnects, rejected;
+} cn_counters;
+
+/* io_thread.c: the I/O thread and how other threads wake it. */
+typedef struct cn_io {
+    pthread_mutex_t start_lock;
+    _Atomic int started;            /* the thread exists (set once, under start_lock) */
+    pthread_t thread;
+    int wake_fd;                    /* eventfd: other threads wake the I/O thread */
+    _Atomic int wake_pending;       /* a wake is written and not yet drained: skip the syscall */
+} cn_io;
+
+/* connection.c: the current connection and its identity; under link.lock. Only the I/O thread
+ * (and the first start, before that thread exists) sets conn. */
+typedef struct cn_link {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    DBusConnection *conn;           /* NULL while disconnected */
+    int connected;
+    uint64_t gen;                   /* bumped on every (re)connection; 0 = never connected */
+    char bus_id[CN_BUS_ID_LEN + 1]; /* org.freedesktop.DBus.GetId: one per daemon instance */
+    char unique_name[256];          /* our unique name on it */
+    int can_pass_fds;               /* the connection negotiated unix fd passing */
+} cn_link;
+
+/* send.c: posting. post_counts is under link.lock; backlog is atomic. */
+typedef struct cn_send_state {
+    cn_map post_counts;             /* name -> posts so far on this connection (the sequence) */
+    _Atomic int backlog;            /* a poster left messages queued: the I/O thread writes them after a grace */
+} cn_send_state;
+
+/* watches.c: libdbus's watches and timeouts, and the gate between senders and the I/O thread. */
+typedef struct cn_watches {
+    pthread_rwlock_t io_gate;
+    pthread_mutex_t lock;
+    DBusWatch **watches; size_t nwatches, capwatches;
+    DBusTimeout **timeouts; uint64_t *deadlines; size_t ntimeouts, captimeouts;
+} cn_watches;
+
+/* registry.c: one observer registration. */
 typedef struct cn_entry {
     uint64_t id;
     char *name;
@@ -98,153 +246,197 @@ typedef struct cn_entry {
     void *context;
     CNotify_release release;
     int removed;
-    int pins;                  /* dispatch snapshots holding this entry */
+    int pins;                  /* delivery snapshots holding this entry; never negative */
     int is_namespace;          /* observes `name` and every name under it (name.*) */
 } cn_entry;
 
+/* registry.c: the registrations of one name or namespace. */
 typedef struct cn_name_slot {
     cn_entry **entries;
     size_t count, cap;
-    uint64_t rule_gen;          /* connection generation that holds this name's match rule */
+    uint64_t rule_gen;          /* connection generation that holds this key's match rule (rules.c) */
     int rule_in_flight;         /* its AddMatch is sent and not yet answered: others wait */
 } cn_name_slot;
 
-struct CNotify_center {
-    char *bus_spec;                 /* what the user asked for (NULL: default) */
-    cn_bus_kind kind;
-    char *address;                  /* resolved address */
-
-    /* Start-up: the first call that needs the bus connects in the caller's thread. */
-    pthread_mutex_t start_lock;
-    _Atomic int started;
-    pthread_t io_thread;
-    int wake_fd;                    /* eventfd: other threads wake the I/O thread */
-    _Atomic int wake_pending;       /* a wake is written and not yet drained: skip the syscall */
-    _Atomic int backlog;            /* a poster left messages queued: the I/O thread writes them after a grace (io_loop.c) */
-
-    /* State shared with the I/O thread. */
+/* registry.c: every registration of a center; under registry.lock. */
+typedef struct cn_registry {
     pthread_mutex_t lock;
-    pthread_cond_t cond;
-    DBusConnection *conn;           /* opened and closed by the I/O thread; NULL while disconnected */
-    int connected;
-    _Atomic int stopping;           /* read by the I/O thread every iteration, without a lock */
-    int free_on_exit;               /* destroyed from its own I/O thread: that thread frees it */
-    uint64_t conn_gen;              /* bumped on every (re)connection; 0 = never connected */
-    /* The connection's identity, for credentials of restricted posts (credentials.c): set with
-     * conn (publish_connection), read by posters under lock and by the I/O thread. */
-    char bus_id[CN_BUS_ID_LEN + 1];   /* org.freedesktop.DBus.GetId: one per daemon instance */
-    char unique_name[256];            /* our unique name on it */
-    int can_pass_fds;                 /* the connection negotiated unix fd passing */
+    pthread_cond_t cond;            /* a rule settled, an invocation ended */
+    cn_map names;                   /* name -> cn_name_slot */
+    cn_map namespaces;              /* namespace -> cn_name_slot */
+    uint64_t next_id;
+    cn_entry *running;              /* the entry whose callback runs now (delivery.c sets it) */
+} cn_registry;
+
+/* rules.c: the rules one connection holds besides the per-name ones; under registry.lock,
+ * except `waiters` (under link.lock). */
+typedef struct cn_rules {
     uint64_t compat_gen;            /* generation holding the plain-interface rule */
     /* Once the bus refuses more rules (LimitsExceeded: the system bus allows 512 per connection),
      * one rule for every post stands in for the exact ones; the process filters by name. */
     int catchall_wanted;
     uint64_t catchall_gen;
-    cn_map post_counts;             /* name -> posts so far (the per-name sequence number) */
-    struct cn_waiter *waiters;      /* threads awaiting an AddMatch reply (rules.c), under lock */
+    struct cn_waiter *waiters;      /* threads awaiting an AddMatch reply */
+} cn_rules;
 
-    /* Watches and timeouts. Only the I/O thread polls and handles them, but a thread that sends
-     * (a post, an AddMatch) may write on the socket, and on a broken socket libdbus removes and
-     * frees the watches on that thread. io_gate keeps the two apart: senders hold it shared
-     * around each libdbus send, the I/O thread holds it exclusively around each watch/timeout
-     * handler. Both take it before any libdbus lock, so the order never inverts (libdbus calls
-     * our watch functions with its connection lock held). watch_lock guards only the arrays and
-     * is never held across a libdbus call. */
-    pthread_rwlock_t io_gate;
-    pthread_mutex_t watch_lock;
-    DBusWatch **watches; size_t nwatches, capwatches;
-    DBusTimeout **timeouts; uint64_t *timeout_deadline; size_t ntimeouts, captimeouts;
-
-    /* Observer registry. */
-    pthread_mutex_t reg_lock;
-    pthread_cond_t reg_cond;
-    cn_map names;                   /* name -> cn_name_slot */
-    cn_map namespaces;              /* namespace -> cn_name_slot (namespace observers), under reg_lock */
-    cn_map last_seq;                /* "sender\nname" -> last sequence number seen (I/O thread;
-                                     * cleared with each connection: names are reused) */
-    uint64_t next_id;
-    cn_entry *running;              /* the entry whose callback runs now, if any */
-
-    _Atomic uint64_t received, delivered, gaps, reconnects, rejected;
-    cn_map sender_uids;             /* unique bus name -> uid + 1 (I/O thread only; sender_check.c) */
-
+/* delivery.c: handing posts to observers. */
+typedef struct cn_delivery {
     /* Callbacks of a center run one at a time: the I/O thread (bus posts) and a thread delivering
-     * `self.` posts (local.c) both hold dispatch_lock around them. */
-    pthread_mutex_t dispatch_lock;
-    pthread_mutex_t local_lock;     /* guards the queue of `self.` posts not yet delivered */
-    struct cn_queued_post *local_head, *local_tail;
-    cn_map self_states;             /* `self.` name -> state, under local_lock (state.c) */
-    char *state_dir;                /* resolved and checked once, under local_lock (state.c) */
-    _Atomic int local_queued;       /* `self.` posts in the queue: read without a lock per receipt */
-    int destroy_pending;            /* destroyed from a `self.` callback: finished after it */
+     * `self.` posts both hold it around them. */
+    pthread_mutex_t lock;
+    cn_map last_seq;                /* "sender\nname" -> last sequence seen (I/O thread; cleared per connection) */
+    pthread_mutex_t self_lock;      /* the queue of `self.` posts not yet delivered */
+    struct cn_queued_post *self_head, *self_tail;
+    _Atomic int self_queued;        /* posts in that queue: read without a lock after each delivery */
+} cn_delivery;
+
+/* sender_check.c: unique bus name -> uid + 1, for this connection only (I/O thread). */
+typedef struct cn_sender_cache {
+    cn_map uids;
+} cn_sender_cache;
+
+/* state.c: where the state files are, and the `self.` states; under state.lock. */
+typedef struct cn_state_store {
+    pthread_mutex_t lock;
+    char *dir;                      /* resolved and checked once */
+    cn_map self_states;             /* `self.` name -> state */
+} cn_state_store;
+
+struct CNotify_center {
+    char *bus_spec;                 /* what the user asked for (NULL: default) */
+    cn_bus_kind kind;
+    char *address;                  /* resolved address; replaced under link.lock (connection.c) */
+    _Atomic int lifecycle;          /* cn_lifecycle */
+    cn_counters counters;
+    cn_io io;
+    cn_link link;
+    cn_send_state send;
+    cn_watches watches;
+    cn_registry registry;
+    cn_rules rules;
+    cn_delivery delivery;
+    cn_sender_cache senders;
+    cn_state_store state;
 };
 
-int cn_on_io_thread(CNotify_center *c);
-uint32_t cn_center_start(CNotify_center *c);            /* connect + spawn I/O thread */
-void cn_io_wake(CNotify_center *c);
-/* The registry of exact names or of namespaces. */
-static inline cn_map *cn_registry(CNotify_center *c, int is_namespace) { return is_namespace ? &c->namespaces : &c->names; }
-uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name, int is_namespace); /* add + await rules */
-void cn_rules_for_gone_name(CNotify_center *c, cn_name_slot *slot, const char *name, int is_namespace); /* reg_lock held */
-void cn_rules_after_connect(CNotify_center *c, DBusConnection *conn); /* I/O thread */
-/* Releases every thread awaiting an AddMatch on connection generation `gen` (it was dropped:
- * the reconnect adds the rules). Called with c->lock held. */
-void cn_rules_release_waiters(CNotify_center *c, uint64_t gen);
-/* Stops the I/O thread. Returns 0 when called on the I/O thread itself: the thread then frees the
- * center (cn_center_free) once it has left its loop. */
-int cn_io_stop(CNotify_center *c);
+/* ---- center.c: lifecycle, the process-wide list, stats ---- */
+/* Moves the center from `from` to `to`; asserts the transition is one the design allows. */
+void cn_lifecycle_advance(CNotify_center *c, cn_lifecycle from, cn_lifecycle to);
+static inline cn_lifecycle cn_lifecycle_get(CNotify_center *c) {
+    return (cn_lifecycle)atomic_load_explicit(&c->lifecycle, memory_order_acquire);
+}
+/* Frees everything; the I/O thread has ended or is ending on this thread. */
 void cn_center_free(CNotify_center *c);
-/* The rest of a destroy deferred from a `self.` callback (destroy_pending). */
+/* The rest of a destroy deferred by a `self.` delivery (CN_LIFE_DESTROY_DEFERRED). */
 void cn_center_finish_destroy(CNotify_center *c);
+
+/* ---- io_thread.c: the I/O thread (loop, wake, start/stop, backoff) ---- */
+int cn_io_init(CNotify_center *c);                      /* 0 ok, -1 out of descriptors */
+void cn_io_free(CNotify_center *c);
+int cn_on_io_thread(CNotify_center *c);
+/* Connects in the caller's thread and starts the I/O thread, once. */
+uint32_t cn_center_start(CNotify_center *c);
+void cn_io_wake(CNotify_center *c);
+/* Drains the eventfd; the next wake writes again. */
+void cn_io_drain_wake(CNotify_center *c);
+/* Stops the I/O thread (the lifecycle says STOPPING or STOPPING_ON_IO). Returns 0 when called on
+ * the I/O thread itself: that thread frees the center once it has left its loop. */
+int cn_io_stop(CNotify_center *c);
+
+/* ---- watches.c: DBusWatch/DBusTimeout bookkeeping, the poll, the gate ---- */
+void cn_watches_init(CNotify_center *c);
+void cn_watches_free(CNotify_center *c);
+/* Hands libdbus our watch, timeout, wakeup and dispatch-status functions for `conn`. */
+int cn_watches_install(CNotify_center *c, DBusConnection *conn);
+/* One poll of the wake fd and every enabled watch, then the due watches and timeouts. */
+void cn_watches_poll_once(CNotify_center *c);
 void cn_gate_enter(CNotify_center *c);                  /* shared: around a send from any thread */
 void cn_gate_leave(CNotify_center *c);
-/* Around a post's send: the gate, and the I/O thread woken once at the end only if it has work. */
+void cn_gate_enter_exclusive(CNotify_center *c);        /* the I/O thread, around handlers and close */
+void cn_gate_leave_exclusive(CNotify_center *c);
+
+/* ---- send.c: sends from any thread and the backlog they leave ---- */
+enum { CN_DEFERRED_WRITE = 1, CN_DEFERRED_OTHER = 2 };
+#define CN_BACKLOG_GRACE_MS 1
+/* A poster whose unsent posts pass this many bytes waits for the bus to take them, at most
+ * CN_POST_STALL_MS; then the post fails (NOTIFY_STATUS_FAILED) instead of growing memory. */
+#define CN_OUTGOING_MAX (4u << 20)
+#define CN_POST_STALL_MS 5000
+/* Around a send: the gate, and the I/O thread woken once at the end only if it has work. */
 void cn_send_enter(CNotify_center *c);
 void cn_send_leave(CNotify_center *c, DBusConnection *conn);
-DBusConnection *cn_connect(CNotify_center *c);          /* open + register + rule */
-void cn_dispatch_post(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq);
-/* The same, with dispatch_lock already held by the caller. */
-void cn_dispatch_post_locked(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq);
-/* Whether this thread is running callbacks of `c` now (a remove from there must not wait). */
-int cn_in_dispatch(CNotify_center *c);
+/* True if this thread is inside a send of `c`: the wake `what` is noted and made (or not) at
+ * cn_send_leave. */
+int cn_send_defer_wake(CNotify_center *c, int what);
+/* The poster left a backlog: true once, until the I/O thread takes it (cn_send_take_backlog). */
+int cn_send_backlog_pending(CNotify_center *c);
+void cn_send_take_backlog(CNotify_center *c);
+void cn_send_free(CNotify_center *c);
 
-/* ---- local.c: `self.` names never leave the process and need no bus ---- */
-int cn_is_self_name(const char *name);
-/* `self` or a namespace under it: its posts never travel, so it needs no rule. */
-int cn_is_self_namespace(const char *ns);
+/* ---- connection.c: connection setup and teardown ---- */
+void cn_link_init(CNotify_center *c);
+void cn_link_free(CNotify_center *c);
+DBusConnection *cn_connect(CNotify_center *c);          /* open + register + identity */
+/* Makes `conn` the center's connection and adds every rule the registry needs, atomically with
+ * respect to registrations. */
+void cn_connection_publish(CNotify_center *c, DBusConnection *conn);
+/* Closes the connection (I/O thread), releases rule waiters, forgets per-connection caches. */
+void cn_connection_drop(CNotify_center *c);
+/* A reference to the current connection and its generation (NULL while disconnected). */
+DBusConnection *cn_connection_current(CNotify_center *c, uint64_t *gen);
+uint64_t cn_connection_gen(CNotify_center *c);
+
+/* ---- receive.c: a message the bus delivered: is it a post, is it authentic ---- */
+DBusHandlerResult cn_receive_filter(DBusConnection *conn, DBusMessage *msg, void *center);
+
+/* ---- registry.c: observer registry (entries, pins, removal) ---- */
+void cn_registry_init(CNotify_center *c);
+void cn_registry_free(CNotify_center *c);
+static inline cn_map *cn_registry_map(CNotify_center *c, int is_namespace) {
+    return is_namespace ? &c->registry.namespaces : &c->registry.names;
+}
+/* The entries observing `name` (exactly or through a namespace), pinned: *out is `stack` or a
+ * malloc'd array; returns how many (0 when out of memory). */
+size_t cn_registry_snapshot(CNotify_center *c, const char *name, cn_entry **stack, size_t stack_len, cn_entry ***out);
+/* Around one invocation of a snapshot entry: begin says whether to call it (not removed). */
+int cn_registry_begin_run(CNotify_center *c, cn_entry *e);
+/* Ends the invocation (if `ran`) and unpins; frees the entry if this was its last pin. */
+void cn_registry_end_run(CNotify_center *c, cn_entry *e, int ran);
+
+/* ---- rules.c: match rules per name, namespace and connection ---- */
+void cn_rules_init(CNotify_center *c);
+uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name, int is_namespace); /* add + await */
+void cn_rules_for_gone_name_locked(CNotify_center *c, cn_name_slot *slot, const char *name, int is_namespace);
+void cn_rules_after_connect_locked(CNotify_center *c, DBusConnection *conn);
+/* Releases every thread awaiting an AddMatch on connection generation `gen`. link.lock held. */
+void cn_rules_release_waiters_locked(CNotify_center *c, uint64_t gen);
+
+/* ---- delivery.c: a post to its observers; sequence gaps; the `self.` queue ---- */
+void cn_delivery_init(CNotify_center *c);
+void cn_delivery_free(CNotify_center *c);
+/* Delivers a received post (I/O thread), then any `self.` posts its callbacks made. */
+void cn_deliver_post(CNotify_center *c, const char *name, const char *sender, int has_seq, uint64_t seq);
+/* Whether this thread is running callbacks of `c` now (a remove from there must not wait). */
+int cn_in_delivery(CNotify_center *c);
 /* Queues a post of a `self.` name and delivers the queue unless another thread of this center
  * is running callbacks: that thread delivers it when its callback returns. */
-uint32_t cn_local_post(CNotify_center *c, const char *name);
-/* Delivers queued `self.` posts if no thread is running callbacks of `c`. */
-void cn_local_kick(CNotify_center *c);
-void cn_local_free(CNotify_center *c);
+uint32_t cn_self_post(CNotify_center *c, const char *name);
+/* Forgets per-connection sequence numbers (a restarted bus reuses unique names). */
+void cn_delivery_reset_sequences(CNotify_center *c);
 
-/* ---- state.c and the user.uid.N rule ---- */
-#include <sys/types.h>
-/* Whether `name` is user.uid.N[...]: 0 not restricted; 1 restricted, with *uid = N (as notifyd:
- * no digits means 0); -1 restricted to a number that is not a uid (past uid_t, or (uid_t)-1):
- * nobody may post or set it. */
-int cn_restricted_uid(const char *name, uid_t *uid);
-/* NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) unless this process may post or set `name`;
- * *restricted (if not NULL) tells whether `name` is a valid user.uid.N name: parsed once. */
-uint32_t cn_may_write(const char *name, int *restricted);
-/* On the I/O thread: whether a received post of `name` from `sender`, which carries no credential
- * (credentials.c), may be delivered. For user.uid.N names it asks the bus for the sender's uid
- * (GetConnectionUnixUser, cached per unique name for this connection only: a restarted bus reuses
- * the names), which works only while the sender is connected: anyone on a bus can emit any signal. */
+/* ---- sender_check.c: the receiving half of the user.uid.N rule, for foreign posters ---- */
 int cn_sender_may_post(CNotify_center *c, DBusConnection *conn, const char *sender, const char *name);
-/* Forgets every per-sender answer: they belong to one connection (a restarted bus hands out the
- * same unique names again). I/O thread. */
 void cn_sender_cache_reset(CNotify_center *c);
 
-/* ---- credentials.c: a poster's uid that outlives the poster ----
- * A restricted post carries a sealed memfd (D-Bus type 'h'): the kernel records who created it
- * (its owner) and the seals make its content, which names the bus, the sender, the name and the
- * sequence, unchangeable. A receiver needs nothing from the poster, which may be gone. */
+/* ---- credentials.c: a poster's uid that outlives the poster ---- */
 /* A new credential for one post (an fd to append and close), or -1 with the error set. */
 int cn_credential_create(const char *bus_id, const char *sender, const char *name, uint64_t seq);
 /* 1 if `fd` is a credential of exactly this post made by uid `owner` or root, else 0. */
 int cn_credential_verify(int fd, const char *bus_id, const char *sender, const char *name, uint64_t seq, uid_t owner);
+
+/* ---- state.c: state storage ---- */
+void cn_state_init(CNotify_center *c);
+void cn_state_free(CNotify_center *c);
 
 /* ---- notify_api.c ---- */
 /* Cancels every token registered on `c` (its destroy): they answer NOTIFY_STATUS_INVALID_TOKEN
@@ -253,8 +445,7 @@ void cn_tokens_cancel_for_center(CNotify_center *c);
 
 /* ---- test hooks: inert unless the environment of a test's child names them ---- */
 /* DARWIN_NOTIFY_TEST_START_DELAY_MS: widens the moment between the I/O thread's creation and
- * the return of cn_center_start, so a test can show the thread knows itself from its first
- * instruction. */
+ * the return of cn_center_start. */
 void cn_test_start_delay(void);
 
 #endif

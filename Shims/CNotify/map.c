@@ -1,13 +1,9 @@
-/* A small chained hash map with string keys: names observed by a center (10k+ must stay O(1)). */
+/* map.c: a small chained hash map with string keys: names observed by a center (10k+ must stay O(1)). */
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
 
-uint64_t cn_hash(const char *s) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ULL; }
-    return h;
-}
+static uint64_t hash_key(const char *s) { return cn_fnv1a64(s, CN_FNV64_OFFSET_BASIS); }
 
 static cn_map_node **find(cn_map *m, const char *key, uint64_t h) {
     if (m->nbuckets == 0) return NULL;
@@ -18,7 +14,7 @@ static cn_map_node **find(cn_map *m, const char *key, uint64_t h) {
 }
 
 void *cn_map_get(cn_map *m, const char *key) {
-    cn_map_node **p = find(m, key, cn_hash(key));
+    cn_map_node **p = find(m, key, hash_key(key));
     return (p && *p) ? (*p)->value : NULL;
 }
 
@@ -42,7 +38,7 @@ static int grow(cn_map *m) {
 }
 
 void **cn_map_upsert(cn_map *m, const char *key) {
-    uint64_t h = cn_hash(key);
+    uint64_t h = hash_key(key);
     cn_map_node **p = find(m, key, h);
     if (p && *p) return &(*p)->value;
     if (m->count + 1 > m->nbuckets) {
@@ -60,7 +56,7 @@ void **cn_map_upsert(cn_map *m, const char *key) {
 
 int cn_map_put(cn_map *m, const char *key, void *value) {
     if (m->count + 1 > m->nbuckets && grow(m) != 0) return -1;
-    uint64_t h = cn_hash(key);
+    uint64_t h = hash_key(key);
     cn_map_node **p = find(m, key, h);
     if (*p) { (*p)->value = value; return 0; }
     cn_map_node *node = malloc(sizeof *node);
@@ -73,7 +69,7 @@ int cn_map_put(cn_map *m, const char *key, void *value) {
 }
 
 void *cn_map_remove(cn_map *m, const char *key) {
-    cn_map_node **p = find(m, key, cn_hash(key));
+    cn_map_node **p = find(m, key, hash_key(key));
     if (!p || !*p) return NULL;
     cn_map_node *node = *p;
     void *value = node->value;

@@ -1,5 +1,5 @@
 /*
- * Apple's notify(3) token API over the process-wide center. Each token is a center handler
+ * notify_api.c: Apple's notify(3) token API over the process-wide center. Each token is a center handler
  * whose context is a cn_token. Tokens are never reused (as on macOS), so a cancelled token
  * stays invalid; they live in an open-addressing table keyed by the token number.
  */
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "internal.h"
-#include "token_internal.h"
+#include "dispatch_target.h"
 
 typedef struct cn_pipe {
     int rfd, wfd;
@@ -147,9 +147,10 @@ typedef struct {
  * kind holds (pipe, dispatch target, handler context). */
 static uint32_t add_token(CNotify_center *c, const char *name, cn_token_kind kind, int *out_token) {
     if (!c) c = CNotify_center_get_darwin_notify_center();
-    if (!out_token) { cn_set_error("out_token is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    CN_RETURN_IF_NULL(out_token, "out_token");
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
+    CN_RETURN_IF_FORKED();
     cn_token *t = calloc(1, sizeof *t);
     if (!t || !(t->name = strdup(name))) { free(t); cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
     t->pipe = kind.pipe;
@@ -188,6 +189,7 @@ static uint32_t add_token(CNotify_center *c, const char *name, cn_token_kind kin
     if (!ok) {
         t->handler_release = NULL; /* the caller keeps the context on failure */
         CNotify_center_remove_handler(c, id);
+        cn_set_error("out of memory");
         return NOTIFY_STATUS_FAILED;
     }
     *out_token = t->token;
@@ -195,6 +197,7 @@ static uint32_t add_token(CNotify_center *c, const char *name, cn_token_kind kin
 }
 
 uint32_t notify_post(const char *name) {
+    cn_clear_error();
     return CNotify_center_post(CNotify_center_get_darwin_notify_center(), name);
 }
 
@@ -227,7 +230,7 @@ uint32_t notify_register_signal(const char *name, int sig, int *out_token) {
 uint32_t CNotify_center_register_handler(CNotify_center *c, const char *name, CNotify_token_handler handler,
                                          void *context, CNotify_release release, int *out_token) {
     cn_clear_error();
-    if (!handler) { cn_set_error("handler is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    CN_RETURN_IF_NULL(handler, "handler");
     return add_token(c, name, (cn_token_kind){ .handler = handler, .context = context, .release = release }, out_token);
 }
 
@@ -242,9 +245,11 @@ uint32_t notify_register_file_descriptor(const char *name, int *notify_fd, int f
 uint32_t CNotify_center_register_file_descriptor(CNotify_center *c, const char *name, int *notify_fd, int flags,
                                                  int *out_token) {
     cn_clear_error();
-    if (!notify_fd || !out_token) { cn_set_error("notify_fd or out_token is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    CN_RETURN_IF_NULL(notify_fd, "notify_fd");
+    CN_RETURN_IF_NULL(out_token, "out_token");
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
+    CN_RETURN_IF_FORKED();
     cn_pipe *pipe = NULL;
     pthread_mutex_lock(&tok_lock);
     if (flags & NOTIFY_REUSE) {
@@ -268,7 +273,7 @@ uint32_t CNotify_center_register_file_descriptor(CNotify_center *c, const char *
         }
         fcntl(fds[1], F_SETFL, O_NONBLOCK);
         pipe = calloc(1, sizeof *pipe);
-        if (!pipe) { close(fds[0]); close(fds[1]); return NOTIFY_STATUS_FAILED; }
+        if (!pipe) { close(fds[0]); close(fds[1]); cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
         pipe->rfd = fds[0]; pipe->wfd = fds[1]; pipe->refs = 1;
     }
     st = add_token(c, name, (cn_token_kind){ .pipe = pipe }, out_token);
@@ -284,8 +289,9 @@ uint32_t CNotify_center_register_file_descriptor(CNotify_center *c, const char *
 }
 
 uint32_t notify_check(int token, int *check) {
-    if (!check) { cn_set_error("check is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
-    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
+    cn_clear_error();
+    CN_RETURN_IF_NULL(check, "check");
+    CN_RETURN_IF_FORKED();
     pthread_mutex_lock(&tok_lock);
     cn_token *t = find_locked(token);
     if (!t) {
@@ -302,7 +308,7 @@ uint32_t notify_check(int token, int *check) {
 
 uint32_t notify_cancel(int token) {
     cn_clear_error();
-    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
+    CN_RETURN_IF_FORKED();
     pthread_mutex_lock(&tok_lock);
     cn_token *t = find_locked(token);
     if (t) erase(token);
@@ -327,6 +333,7 @@ uint32_t notify_cancel(int token) {
 }
 
 bool notify_is_valid_token(int val) {
+    cn_clear_error();
     pthread_mutex_lock(&tok_lock);
     int valid = lookup(val) != NULL;
     pthread_mutex_unlock(&tok_lock);
@@ -336,7 +343,7 @@ bool notify_is_valid_token(int val) {
 
 uint32_t notify_suspend(int token) {
     cn_clear_error();
-    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
+    CN_RETURN_IF_FORKED();
     pthread_mutex_lock(&tok_lock);
     cn_token *t = find_locked(token);
     if (t) {
@@ -350,7 +357,7 @@ uint32_t notify_suspend(int token) {
 
 uint32_t notify_resume(int token) {
     cn_clear_error();
-    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
+    CN_RETURN_IF_FORKED();
     pthread_mutex_lock(&tok_lock);
     cn_token *t = find_locked(token);
     if (!t) { pthread_mutex_unlock(&tok_lock); return NOTIFY_STATUS_INVALID_TOKEN; }
@@ -383,7 +390,7 @@ static uint32_t token_name(int token, char *out, size_t len, CNotify_center **ce
 
 uint32_t notify_set_state(int token, uint64_t state) {
     cn_clear_error();
-    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
+    CN_RETURN_IF_FORKED();
     char name[CNOTIFY_NAME_MAX + 1];
     CNotify_center *c = NULL;
     uint32_t st = token_name(token, name, sizeof name, &c);
@@ -393,8 +400,8 @@ uint32_t notify_set_state(int token, uint64_t state) {
 
 uint32_t notify_get_state(int token, uint64_t *state) {
     cn_clear_error();
-    if (cn_fork_check() != NOTIFY_STATUS_OK) return NOTIFY_STATUS_OPT_DISABLE;
-    if (!state) { cn_set_error("state is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    CN_RETURN_IF_NULL(state, "state");
+    CN_RETURN_IF_FORKED();
     char name[CNOTIFY_NAME_MAX + 1];
     CNotify_center *c = NULL;
     uint32_t st = token_name(token, name, sizeof name, &c);

@@ -1,9 +1,9 @@
 /*
- * Match rules: one exact rule per observed name (on the name's bucket interface) plus one rule
+ * rules.c: match rules. one exact rule per observed name (on the name's bucket interface) plus one rule
  * per connection for the plain interface that foreign posters use. A registration returns only
  * once its rule is in the bus, so posts made by others after it returns are delivered.
  *
- * Each name's slot records the connection generation its rule was added on, under reg_lock, so
+ * Each name's slot records the connection generation its rule was added on, under registry.lock, so
  * a rule is added exactly once per connection however registrations and reconnects interleave.
  */
 #include <errno.h>
@@ -12,11 +12,13 @@
 #include <time.h>
 #include "internal.h"
 
+void cn_rules_init(CNotify_center *c) { c->rules.waiters = NULL; }
+
 /* Internal: AddMatch refused with LimitsExceeded (never returned to callers). */
 #define CN_STATUS_RULE_LIMIT 0x7fff0001u
 
 /* A waiter for one AddMatch reply, shared by the registering thread and libdbus (two refs).
- * It is also listed in the center (c->waiters, under c->lock) so that dropping its connection
+ * It is also listed in the center (c->rules.waiters, under link.lock) so that dropping its connection
  * releases it: libdbus does not always complete the pending calls of a connection that broke
  * while they were being sent. */
 typedef struct cn_waiter {
@@ -34,26 +36,27 @@ static void waiter_wake(cn_waiter *w) {
     pthread_mutex_unlock(&w->lock);
 }
 
-void cn_rules_release_waiters(CNotify_center *c, uint64_t gen) {
-    for (cn_waiter *w = c->waiters; w; w = w->next)
+void cn_rules_release_waiters_locked(CNotify_center *c, uint64_t gen) {
+    CN_ASSERT_HELD(&c->link.lock);
+    for (cn_waiter *w = c->rules.waiters; w; w = w->next)
         if (w->gen == gen) waiter_wake(w);
 }
 
 static void list_waiter(CNotify_center *c, cn_waiter *w, uint64_t gen) {
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->link.lock);
     w->gen = gen;
-    w->next = c->waiters;
-    c->waiters = w;
-    int dropped = c->conn_gen != gen || !c->connected; /* dropped before we were listed */
-    pthread_mutex_unlock(&c->lock);
+    w->next = c->rules.waiters;
+    c->rules.waiters = w;
+    int dropped = c->link.gen != gen || !c->link.connected; /* dropped before we were listed */
+    pthread_mutex_unlock(&c->link.lock);
     if (dropped) waiter_wake(w);
 }
 
 static void unlist_waiter(CNotify_center *c, cn_waiter *w) {
-    pthread_mutex_lock(&c->lock);
-    for (cn_waiter **p = &c->waiters; *p; p = &(*p)->next)
+    pthread_mutex_lock(&c->link.lock);
+    for (cn_waiter **p = &c->rules.waiters; *p; p = &(*p)->next)
         if (*p == w) { *p = w->next; break; }
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->link.lock);
 }
 
 static void waiter_notify(DBusPendingCall *pc, void *data) {
@@ -158,38 +161,23 @@ static uint32_t add_match_blocking(DBusConnection *conn, const char *rule, const
     return st;
 }
 
-static DBusConnection *current_connection(CNotify_center *c, uint64_t *gen) {
-    pthread_mutex_lock(&c->lock);
-    DBusConnection *conn = c->conn ? dbus_connection_ref(c->conn) : NULL;
-    *gen = c->conn_gen;
-    pthread_mutex_unlock(&c->lock);
-    return conn;
-}
-
-static uint64_t connection_gen(CNotify_center *c) {
-    pthread_mutex_lock(&c->lock);
-    uint64_t gen = c->conn_gen;
-    pthread_mutex_unlock(&c->lock);
-    return gen;
-}
-
 /* The AddMatch of `name` on `gen` was answered (or abandoned): let waiting registrants go. */
 static void rule_settled(CNotify_center *c, cn_map *registry, const char *name, uint64_t gen) {
-    pthread_mutex_lock(&c->reg_lock);
+    pthread_mutex_lock(&c->registry.lock);
     cn_name_slot *slot = cn_map_get(registry, name);
     if (slot && slot->rule_gen == gen) slot->rule_in_flight = 0;
-    pthread_cond_broadcast(&c->reg_cond);
-    pthread_mutex_unlock(&c->reg_lock);
+    pthread_cond_broadcast(&c->registry.cond);
+    pthread_mutex_unlock(&c->registry.lock);
 }
 
 /* The bus allows no more rules on this connection: add the one rule that selects every post
  * (once per connection; it stays, and is re-added first after a reconnect). */
 static uint32_t use_catchall(CNotify_center *c, DBusConnection *conn, uint64_t gen, const char *name) {
-    pthread_mutex_lock(&c->reg_lock);
-    int need = c->catchall_gen != gen;
-    c->catchall_wanted = 1;
-    c->catchall_gen = gen;
-    pthread_mutex_unlock(&c->reg_lock);
+    pthread_mutex_lock(&c->registry.lock);
+    int need = c->rules.catchall_gen != gen;
+    c->rules.catchall_wanted = 1;
+    c->rules.catchall_gen = gen;
+    pthread_mutex_unlock(&c->registry.lock);
     if (!need) return NOTIFY_STATUS_OK;
     /* Make room: the catch-all also selects the plain interface, so that rule can go. The bus
      * handles our messages in order, so the removal is done before the addition. */
@@ -206,9 +194,9 @@ static uint32_t use_catchall(CNotify_center *c, DBusConnection *conn, uint64_t g
         st = await_add_match(c, r, name, gen);
     }
     if (st != NOTIFY_STATUS_OK) {
-        pthread_mutex_lock(&c->reg_lock);
-        if (c->catchall_gen == gen) c->catchall_gen = 0;
-        pthread_mutex_unlock(&c->reg_lock);
+        pthread_mutex_lock(&c->registry.lock);
+        if (c->rules.catchall_gen == gen) c->rules.catchall_gen = 0;
+        pthread_mutex_unlock(&c->registry.lock);
         if (st == CN_STATUS_RULE_LIMIT) st = NOTIFY_STATUS_FAILED; /* not even one more rule */
     }
     return st;
@@ -218,37 +206,37 @@ uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name, int is_names
     char rule[CN_RULE_MAX + 64];
     int need_compat = 0, need_name = 0;
     uint64_t gen;
-    pthread_mutex_lock(&c->reg_lock);
-    cn_map *registry = cn_registry(c, is_namespace);
+    pthread_mutex_lock(&c->registry.lock);
+    cn_map *registry = cn_registry_map(c, is_namespace);
     cn_name_slot *slot = cn_map_get(registry, name);
-    DBusConnection *conn = current_connection(c, &gen);
+    DBusConnection *conn = cn_connection_current(c, &gen);
     if (slot && conn) {
-        need_compat = c->compat_gen != gen && !c->catchall_wanted; /* the catch-all covers it */
+        need_compat = c->rules.compat_gen != gen && !c->rules.catchall_wanted; /* the catch-all covers it */
         need_name = slot->rule_gen != gen;
-        if (need_compat) c->compat_gen = gen;
+        if (need_compat) c->rules.compat_gen = gen;
         if (need_name) { slot->rule_gen = gen; slot->rule_in_flight = 1; }
     }
     if (!need_name && slot && conn && slot->rule_in_flight && !cn_on_io_thread(c)) {
         /* Another thread is adding this name's rule: return only once the bus has it, or the
          * connection changed (the reconnect adds it), or the name lost its last observer. */
         while ((slot = cn_map_get(registry, name)) && slot->rule_in_flight && slot->rule_gen == gen &&
-               connection_gen(c) == gen)
-            pthread_cond_wait(&c->reg_cond, &c->reg_lock);
+               cn_connection_gen(c) == gen)
+            pthread_cond_wait(&c->registry.cond, &c->registry.lock);
     }
     if (need_name) (is_namespace ? cn_namespace_rule : cn_name_rule)(name, rule, sizeof rule);
     uint32_t st = NOTIFY_STATUS_OK;
     if (cn_on_io_thread(c)) {
-        pthread_mutex_unlock(&c->reg_lock);
+        pthread_mutex_unlock(&c->registry.lock);
         if (need_compat) st = add_match_blocking(conn, CN_COMPAT_RULE, name);
         if (need_name && st == NOTIFY_STATUS_OK) st = add_match_blocking(conn, rule, name);
     } else {
-        /* Sent under reg_lock, so a reconnect cannot slip between deciding and sending. */
+        /* Sent under registry.lock, so a reconnect cannot slip between deciding and sending. */
         cn_request compat = { NULL, NULL }, exact = { NULL, NULL };
         cn_gate_enter(c);
         if (need_compat) compat = send_add_match(conn, CN_COMPAT_RULE);
         if (need_name) exact = send_add_match(conn, rule);
         cn_gate_leave(c);
-        pthread_mutex_unlock(&c->reg_lock);
+        pthread_mutex_unlock(&c->registry.lock);
         uint32_t st1 = await_add_match(c, compat, name, gen);
         uint32_t st2 = await_add_match(c, exact, name, gen);
         st = st1 != NOTIFY_STATUS_OK ? st1 : st2;
@@ -259,9 +247,10 @@ uint32_t cn_rules_for_new_name(CNotify_center *c, const char *name, int is_names
     return st;
 }
 
-void cn_rules_for_gone_name(CNotify_center *c, cn_name_slot *slot, const char *name, int is_namespace) {
+void cn_rules_for_gone_name_locked(CNotify_center *c, cn_name_slot *slot, const char *name, int is_namespace) {
+    CN_ASSERT_HELD(&c->registry.lock);
     uint64_t gen;
-    DBusConnection *conn = current_connection(c, &gen);
+    DBusConnection *conn = cn_connection_current(c, &gen);
     if (conn && slot->rule_gen == gen) {
         char rule[CN_RULE_MAX + 64];
         (is_namespace ? cn_namespace_rule : cn_name_rule)(name, rule, sizeof rule);
@@ -272,28 +261,29 @@ void cn_rules_for_gone_name(CNotify_center *c, cn_name_slot *slot, const char *n
     if (conn) dbus_connection_unref(conn);
 }
 
-void cn_rules_after_connect(CNotify_center *c, DBusConnection *conn) {
-    uint64_t gen = connection_gen(c);
-    if (c->names.count == 0 && c->namespaces.count == 0) return;
+void cn_rules_after_connect_locked(CNotify_center *c, DBusConnection *conn) {
+    CN_ASSERT_HELD(&c->registry.lock);
+    uint64_t gen = cn_connection_gen(c);
+    if (c->registry.names.count == 0 && c->registry.namespaces.count == 0) return;
     char rule[CN_RULE_MAX + 64];
-    if (c->catchall_wanted) { /* first, so the names past the bus's rule limit are covered */
+    if (c->rules.catchall_wanted) { /* first, so the names past the bus's rule limit are covered */
         dbus_bus_add_match(conn, CN_CATCHALL_RULE, NULL);
-        c->catchall_gen = gen;
+        c->rules.catchall_gen = gen;
     } else {
         dbus_bus_add_match(conn, CN_COMPAT_RULE, NULL); /* no reply awaited: thousands may follow */
-        c->compat_gen = gen;
+        c->rules.compat_gen = gen;
     }
-    for (size_t i = 0; i < c->names.nbuckets; i++)
-        for (cn_map_node *node = c->names.buckets[i]; node; node = node->next) {
+    for (size_t i = 0; i < c->registry.names.nbuckets; i++)
+        for (cn_map_node *node = c->registry.names.buckets[i]; node; node = node->next) {
             cn_name_slot *slot = node->value;
-            if (cn_is_self_name(node->key)) continue; /* process-local: no rule */
+            if (cn_is_self_name(node->key)) continue; /* `self.`: no rule */
             cn_name_rule(node->key, rule, sizeof rule);
             dbus_bus_add_match(conn, rule, NULL);
             slot->rule_gen = gen;
             slot->rule_in_flight = 0;
         }
-    for (size_t i = 0; i < c->namespaces.nbuckets; i++)
-        for (cn_map_node *node = c->namespaces.buckets[i]; node; node = node->next) {
+    for (size_t i = 0; i < c->registry.namespaces.nbuckets; i++)
+        for (cn_map_node *node = c->registry.namespaces.buckets[i]; node; node = node->next) {
             cn_name_slot *slot = node->value;
             if (cn_is_self_namespace(node->key)) continue;
             cn_namespace_rule(node->key, rule, sizeof rule);

@@ -1,5 +1,5 @@
 /*
- * The receiving half of the user.uid.N rule. The poster's library refuses to post a name it may
+ * sender_check.c: the receiving half of the user.uid.N rule. The poster's library refuses to post a name it may
  * not (cn_may_write), but anyone on a bus can emit any signal with dbus-send, so receivers check
  * the sender's uid as the bus daemon reports it, and drop forged posts.
  *
@@ -34,22 +34,22 @@ static int ask_uid(DBusConnection *conn, const char *sender, uid_t *uid) {
     return ok;
 }
 
-void cn_sender_cache_reset(CNotify_center *c) { cn_map_clear(&c->sender_uids, NULL); }
+void cn_sender_cache_reset(CNotify_center *c) { cn_map_clear(&c->senders.uids, NULL); }
 
 int cn_sender_may_post(CNotify_center *c, DBusConnection *conn, const char *sender, const char *name) {
     uid_t owner;
     int restricted = cn_restricted_uid(name, &owner);
     if (restricted == 0) return 1;
     if (restricted < 0 || !sender) return 0; /* no uid may post it */
-    if (c->sender_uids.count > 65536) cn_map_clear(&c->sender_uids, NULL); /* bounded */
-    void **slot = cn_map_upsert(&c->sender_uids, sender);
+    if (c->senders.uids.count > CN_MAP_BOUND) cn_map_clear(&c->senders.uids, NULL); /* bounded */
+    void **slot = cn_map_upsert(&c->senders.uids, sender);
     if (!slot) return 0;
     uid_t uid;
     if (*slot) {
         uid = (uid_t)((uintptr_t)*slot - 1);
     } else {
         if (!ask_uid(conn, sender, &uid)) {
-            cn_map_remove(&c->sender_uids, sender);
+            cn_map_remove(&c->senders.uids, sender);
             return 0; /* unknown sender (gone already): not trusted */
         }
         *slot = (void *)((uintptr_t)uid + 1);

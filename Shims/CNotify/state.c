@@ -1,5 +1,5 @@
 /*
- * notify_set_state / notify_get_state: one 64-bit value per name, shared by every process on the
+ * state.c: state storage. notify_set_state / notify_get_state: one 64-bit value per name, shared by every process on the
  * bus (docs/DESIGN.md, "State"; the layout is docs/PROTOCOL.md, "State files"). Each value is a
  * small file in the bus's state directory D, so it outlives the process that set it and any
  * restart of the bus, and reading it is an open and a pread with no bus round trip.
@@ -28,46 +28,6 @@
 #include <unistd.h>
 #include "internal.h"
 
-int cn_restricted_uid(const char *name, uid_t *uid) {
-    if (strncmp(name, "user.uid.", 9) != 0) return 0;
-    /* As notifyd: the digits after the prefix (none: uid 0, root only). A number that does not
-     * fit a uid must not wrap onto one (user.uid.18446744073709617150 is not uid 65534). */
-    uint64_t n = 0;
-    for (const char *p = name + 9; *p >= '0' && *p <= '9'; p++) {
-        n = n * 10 + (uint64_t)(*p - '0');
-        if (n >= (uid_t)-1) return -1; /* (uid_t)-1 is "no uid" to the kernel */
-    }
-    *uid = (uid_t)n;
-    return 1;
-}
-
-int CNotify_name_restricted_uid(const char *name, uint32_t *out_uid) {
-    if (!name) return 0;
-    uid_t uid = 0;
-    int restricted = cn_restricted_uid(name, &uid);
-    if (out_uid) *out_uid = restricted == 1 ? (uint32_t)uid : 0;
-    return restricted;
-}
-
-uint32_t cn_may_write(const char *name, int *out_restricted) {
-    uid_t owner;
-    int restricted = cn_restricted_uid(name, &owner);
-    if (out_restricted) *out_restricted = restricted == 1;
-    if (restricted == 0) return NOTIFY_STATUS_OK;
-    if (restricted < 0) {
-        cn_set_error("%.40s... is restricted to a number that is not a uid (over %u): nobody may post or set it",
-                     name, (unsigned)((uid_t)-2));
-        return NOTIFY_STATUS_NOT_AUTHORIZED;
-    }
-    uid_t me = geteuid();
-    if (me == owner || me == 0) return NOTIFY_STATUS_OK;
-    cn_set_error("only uid %u or root may post or set the state of %s (this process is uid %u)",
-                 (unsigned)owner, name, (unsigned)me);
-    return NOTIFY_STATUS_NOT_AUTHORIZED;
-}
-
-/* A directory others may share is safe only if root or we own it, and, if anyone may write in
- * it, it is sticky (nobody removes or replaces another's files). */
 /* A directory others may share is safe only if root or we own it, and, if anyone may write in
  * it, it is sticky (nobody removes or replaces another's files). */
 static uint32_t check_state_dir(const char *dir, struct stat *out) {
@@ -105,16 +65,10 @@ static uint32_t make_dir(const char *dir, mode_t mode, struct stat *out) {
     return check_state_dir(dir, out);
 }
 
-static uint64_t fnv1a64(const char *s, uint64_t h) {
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-/* The directory of the center's bus: DARWIN_NOTIFY_STATE_DIR; the embedded bus's runtime
- * directory; /run/darwin-notify/state (installed with the policy) or a sticky /tmp directory for
- * the system bus; a sticky /tmp directory named after any other address. */
-/* Where the state directory of bus `spec` is (docs/PROTOCOL.md, "State files"), and how to make
- * it: *make_mode is 0700 (private), 01777 (shared) or 0 (installed: only checked). */
+/* Where the state directory of bus `spec` is (docs/PROTOCOL.md, "State files"): DARWIN_NOTIFY_STATE_DIR;
+ * the embedded bus's runtime directory; /run/darwin-notify/state (installed with the policy) or a
+ * sticky /tmp directory for the system bus; a sticky /tmp directory named after any other address.
+ * *make_mode is 0700 (private), 01777 (shared) or 0 (installed: only checked). */
 static uint32_t state_dir_path(const char *spec, char *out, size_t len, mode_t *make_mode) {
     const char *env = getenv("DARWIN_NOTIFY_STATE_DIR");
     if (env && env[0] == '/') {
@@ -141,7 +95,7 @@ static uint32_t state_dir_path(const char *spec, char *out, size_t len, mode_t *
     } else if (is_system) {
         snprintf(out, len, "/tmp/darwin-notify-state-system");
     } else { /* the address without guid= (cn_resolve_bus): every form of it finds the same one */
-        snprintf(out, len, "/tmp/darwin-notify-state-%016llx", (unsigned long long)fnv1a64(address, 14695981039346656037ull));
+        snprintf(out, len, "/tmp/darwin-notify-state-%016llx", (unsigned long long)cn_fnv1a64(address, CN_FNV64_OFFSET_BASIS));
     }
     free(address);
     return NOTIFY_STATUS_OK;
@@ -156,7 +110,8 @@ static uint32_t state_dir(CNotify_center *c, char *out, size_t len, struct stat 
 
 uint32_t CNotify_state_directory(const char *bus, char *out, size_t len) {
     cn_clear_error();
-    if (!out || !len) { cn_set_error("output buffer is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    CN_RETURN_IF_NULL(out, "output buffer");
+    if (!len) { cn_set_error("output buffer has no room"); return NOTIFY_STATUS_NULL_INPUT; }
     mode_t mode;
     return state_dir_path(bus, out, len, &mode);
 }
@@ -178,7 +133,7 @@ static int plain_dir_valid(const struct stat *st, const struct stat *d, int shar
     return st->st_uid == geteuid() && !(st->st_mode & (S_IWGRP | S_IWOTH));
 }
 
-/* Makes sure D/plain is valid, repairing it if we own D or are root. Under local_lock. */
+/* Makes sure D/plain is valid, repairing it if we own D or are root. Under state.lock. */
 static uint32_t ensure_plain_dir(const char *dir, const struct stat *d) {
     int shared = (d->st_mode & S_IWOTH) != 0;
     mode_t mode = shared ? 0777 : 0700;
@@ -208,20 +163,20 @@ static uint32_t ensure_plain_dir(const char *dir, const struct stat *d) {
 /* The center's state directory, resolved, created and checked on first use only: every get
  * and set needs it, and the answer does not change while the center lives. */
 static uint32_t cached_state_dir(CNotify_center *c, char *out, size_t len) {
-    pthread_mutex_lock(&c->local_lock);
+    pthread_mutex_lock(&c->state.lock);
     uint32_t rc = NOTIFY_STATUS_OK;
-    if (!c->state_dir) {
+    if (!c->state.dir) {
         char dir[PATH_MAX];
         struct stat d;
         rc = state_dir(c, dir, sizeof dir, &d);
         if (rc == NOTIFY_STATUS_OK) rc = ensure_plain_dir(dir, &d);
-        if (rc == NOTIFY_STATUS_OK && !(c->state_dir = strdup(dir))) {
+        if (rc == NOTIFY_STATUS_OK && !(c->state.dir = strdup(dir))) {
             cn_set_error("out of memory");
             rc = NOTIFY_STATUS_FAILED;
         }
     }
-    if (rc == NOTIFY_STATUS_OK) snprintf(out, len, "%s", c->state_dir);
-    pthread_mutex_unlock(&c->local_lock);
+    if (rc == NOTIFY_STATUS_OK) snprintf(out, len, "%s", c->state.dir);
+    pthread_mutex_unlock(&c->state.lock);
     return rc;
 }
 
@@ -307,13 +262,6 @@ static uint32_t state_location(CNotify_center *c, const char *name, int create, 
     return NOTIFY_STATUS_OK;
 }
 
-void CNotify_state_file_name(const char *name, char out[33]) {
-    if (!out) return;
-    if (!name) { out[0] = '\0'; return; }
-    uint64_t a = fnv1a64(name, 14695981039346656037ull), b = fnv1a64(name, 0x84222325cbf29ce4ull ^ 0x5bd1e995);
-    snprintf(out, 33, "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
-}
-
 /* Whether an open state file may be believed: a regular file with one link; for a restricted
  * name, owned by its uid or root (its directory lets nobody else in, but a file is checked too).
  * For writing in place, a plain file must also stay writable by everyone: one that is not (made
@@ -386,22 +334,24 @@ static uint32_t replace_file(const char *dir, const char *path, const char *name
 }
 
 static uint32_t self_state(CNotify_center *c, const char *name, uint64_t *value, int set) {
-    pthread_mutex_lock(&c->local_lock);
+    pthread_mutex_lock(&c->state.lock);
     uint32_t st = NOTIFY_STATUS_OK;
-    void **slot = cn_map_upsert(&c->self_states, name);
+    void **slot = cn_map_upsert(&c->state.self_states, name);
     if (!slot) st = NOTIFY_STATUS_FAILED;
     else if (set) *slot = (void *)(uintptr_t)*value;
     else *value = (uint64_t)(uintptr_t)*slot;
-    pthread_mutex_unlock(&c->local_lock);
+    pthread_mutex_unlock(&c->state.lock);
     if (st) cn_set_error("out of memory");
     return st;
 }
 
 uint32_t CNotify_center_get_state(CNotify_center *c, const char *name, uint64_t *out) {
     cn_clear_error();
-    if (!c || !out) { cn_set_error("center or state pointer is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    CN_RETURN_IF_NULL(c, "center");
+    CN_RETURN_IF_NULL(out, "state pointer");
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
+    CN_RETURN_IF_FORKED();
     if (cn_is_self_name(name)) return self_state(c, name, out, 0);
     *out = 0;
     uid_t owner;
@@ -414,10 +364,10 @@ uint32_t CNotify_center_get_state(CNotify_center *c, const char *name, uint64_t 
 
 uint32_t CNotify_center_set_state(CNotify_center *c, const char *name, uint64_t value) {
     cn_clear_error();
-    if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    CN_RETURN_IF_NULL(c, "center");
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
-    if ((st = cn_fork_check()) != NOTIFY_STATUS_OK) return st;
+    CN_RETURN_IF_FORKED();
     if (cn_is_self_name(name)) return self_state(c, name, &value, 1);
     int restricted;
     if ((st = cn_may_write(name, &restricted)) != NOTIFY_STATUS_OK) return st;
@@ -449,4 +399,12 @@ uint32_t CNotify_center_set_state(CNotify_center *c, const char *name, uint64_t 
     /* Absent, or not one we may write in place: a new file renamed over it. */
     uid_t chown_to = restricted && geteuid() != owner ? owner : (uid_t)-1;
     return replace_file(dir, path, name, value, mode, chown_to);
+}
+
+void cn_state_init(CNotify_center *c) { pthread_mutex_init(&c->state.lock, NULL); }
+
+void cn_state_free(CNotify_center *c) {
+    cn_map_clear(&c->state.self_states, NULL);
+    free(c->state.dir);
+    pthread_mutex_destroy(&c->state.lock);
 }

@@ -169,6 +169,21 @@ uint32_t CNotify_center_set_state(CNotify_center *center, const char *name, uint
  * file name of its state (32 hex digits). */
 void CNotify_bucket_interface(const char *name, char out[32]);
 void CNotify_state_file_name(const char *name, char out[33]);
+
+/* The rest of the wire contract, so another implementation (or a test) can be checked against
+ * this one without a bus:
+ *   CNotify_protocol_match_rule: the match rule a process adds to observe `key` (a name, or with
+ *     is_namespace a namespace), escaping included; INVALID_REQUEST if `len` is too small.
+ *   CNotify_protocol_build_post: the Post signal of `name` numbered `seq`, marshalled as D-Bus
+ *     sends it (serial 1); free *out_bytes with CNotify_protocol_free.
+ *   CNotify_protocol_parse_post: reads marshalled bytes as a receiver does: INVALID_REQUEST (with
+ *     a sentence) for anything that is not a Post, else the name and, if it carries one, the
+ *     sequence number. */
+uint32_t CNotify_protocol_match_rule(const char *key, int is_namespace, char *out, size_t len);
+uint32_t CNotify_protocol_build_post(const char *name, uint64_t seq, char **out_bytes, int *out_len);
+uint32_t CNotify_protocol_parse_post(const char *bytes, int len, char *out_name, size_t name_len, uint64_t *out_seq,
+                                     int *out_has_seq);
+void CNotify_protocol_free(void *bytes);
 /* The state directory of `bus` (an address, "system", "embedded", or NULL for the default), as
  * every client of that bus finds it; not created (for the embedded bus its runtime directory is). */
 uint32_t CNotify_state_directory(const char *bus, char *out, size_t len);

@@ -1,7 +1,8 @@
-/* Between the token API (notify_api.c) and dispatch registrations (dispatch_api.c), which exist
- * only when the compiler has blocks. */
-#ifndef CNOTIFY_TOKEN_INTERNAL_H
-#define CNOTIFY_TOKEN_INTERNAL_H
+/* dispatch_target.h: the cn_dispatch_target_* functions, between the token API (notify_api.c) and
+ * dispatch registrations (dispatch_api.c), which exist only when the compiler has blocks. Its own
+ * header, not internal.h: it names libdispatch's types' owner only, and only those two files use it. */
+#ifndef CNOTIFY_DISPATCH_TARGET_H
+#define CNOTIFY_DISPATCH_TARGET_H
 
 #include <stdint.h>
 
