@@ -13,7 +13,7 @@ public enum EmbeddedBus {
     }
 
     /// Reports whether it runs, its address and its runtime directory (`CNotify_embedded_bus_status`).
-    public static func status() throws -> Status {
+    public static func status() throws(NotifyError) -> Status {
         var running: Int32 = 0
         var address = [CChar](repeating: 0, count: 4200)
         var directory = [CChar](repeating: 0, count: 4200)
@@ -24,7 +24,7 @@ public enum EmbeddedBus {
     /// Which bus a center with no address uses (`CNotify_default_bus`): `scope` is
     /// "DARWIN_NOTIFY_BUS", "system" (installed system-wide and the system bus answers) or
     /// "embedded".
-    public static func defaultBus() throws -> (scope: String, address: String) {
+    public static func defaultBus() throws(NotifyError) -> (scope: String, address: String) {
         var scope = [CChar](repeating: 0, count: 64)
         var address = [CChar](repeating: 0, count: 4200)
         try NotifyError.check(CNotify_default_bus(&scope, scope.count, &address, address.count))
@@ -34,7 +34,7 @@ public enum EmbeddedBus {
     /// The address a center on `bus` (an address, "session", "system", "embedded"; nil for the
     /// default) connects to, resolved as every center does (`CNotify_bus_address`); the embedded
     /// bus is started if needed. For tools that open a D-Bus connection of their own.
-    public static func resolvedAddress(of bus: String?) throws -> String {
+    public static func resolvedAddress(of bus: String?) throws(NotifyError) -> String {
         var address = [CChar](repeating: 0, count: 4200)
         try NotifyError.check(CNotify_bus_address(bus, &address, address.count))
         return decode(address)
@@ -42,14 +42,14 @@ public enum EmbeddedBus {
 
     /// Starts it unless it runs; returns its address (`CNotify_embedded_bus_start`).
     @discardableResult
-    public static func start() throws -> String {
+    public static func start() throws(NotifyError) -> String {
         var address = [CChar](repeating: 0, count: 4200)
         try NotifyError.check(CNotify_embedded_bus_start(&address, address.count))
         return decode(address)
     }
 
     /// Stops it (`CNotify_embedded_bus_stop`); throws `.serverNotFound` if it was not running.
-    public static func stop() throws {
+    public static func stop() throws(NotifyError) {
         try NotifyError.check(CNotify_embedded_bus_stop())
     }
 

@@ -1,3 +1,4 @@
+// NotificationObservation.swift: a live observation, and the async sequence of one.
 import CNotify
 import Synchronization
 
@@ -11,26 +12,19 @@ final class ObservationState: Sendable {
     }
 }
 
-/// The context the C core holds for a Swift registration (see `NotifyCenter.register`).
-final class HandlerBox: Sendable {
-    let state: ObservationState
-    let deliver: @Sendable (String) -> Void
-    init(state: ObservationState, deliver: @escaping @Sendable (String) -> Void) {
-        self.state = state
-        self.deliver = deliver
-    }
-}
-
 /// A live observation. Cancel it explicitly, or let it go: releasing it cancels.
 public final class NotificationObservation: Sendable {
     private let center: NotifyCenter
     private let id: UInt64
     private let state: ObservationState
+    /// For observations on a queue: the hop the cancel contract closes.
+    private let gate: InvocationGate?
 
-    init(center: NotifyCenter, id: UInt64, state: ObservationState) {
+    init(center: NotifyCenter, id: UInt64, state: ObservationState, gate: InvocationGate?) {
         self.center = center
         self.id = id
         self.state = state
+        self.gate = gate
     }
 
     /// The C core's registration id (what `notifyutil -v` prints as the token).
@@ -39,11 +33,13 @@ public final class NotificationObservation: Sendable {
     /// Whether `cancel()` has run.
     public var isCancelled: Bool { state.isCancelled }
 
-    /// Stops deliveries (`CNotify_center_remove_handler`). Safe to call more than once, from any
-    /// thread, the observation's own handler included.
+    /// Stops deliveries (`CNotify_center_remove_handler`), as <doc:Cancellation> says: once it
+    /// returns, the handler does not start and is not running, unless called from inside it.
+    /// Safe to call more than once, from any thread.
     public func cancel() {
         guard state.markCancelled() else { return }
         _ = CNotify_center_remove_handler(center.handle, id)
+        gate?.close()
     }
 
     deinit { cancel() }

@@ -1,3 +1,4 @@
+// NotifyCenter.swift: the Swift face of a C center: posting, observing, state.
 import CNotify
 import Dispatch
 
@@ -5,10 +6,10 @@ import Dispatch
 ///
 /// `NotifyCenter.default` uses the process-wide C center (`CNotify_center_get_darwin_notify_center`),
 /// the same one `notify_post(3)` uses. Its bus is `DARWIN_NOTIFY_BUS` if set, else the embedded bus.
-public final class NotifyCenter: @unchecked Sendable {
-    // @unchecked Sendable: the only state is the C center handle, and the C center is thread-safe
-    // (its own locks; one I/O thread owns the connection). The handle never changes after init.
-    let handle: OpaquePointer
+public final class NotifyCenter: Sendable {
+    // nonisolated(unsafe): an OpaquePointer is not Sendable, but this one never changes after
+    // init and the C center it points to is thread-safe (its own locks; one I/O thread).
+    nonisolated(unsafe) let handle: OpaquePointer
     private let ownsHandle: Bool
 
     /// The process-wide center on the default bus.
@@ -22,7 +23,7 @@ public final class NotifyCenter: @unchecked Sendable {
     /// A center on an explicit bus: a D-Bus address (`unix:path=…`), or `session`, `system`,
     /// `embedded`. Wraps `CNotify_center_create`. The bus is reached on first use.
     /// - Throws: `NotifyError` with `.serverNotFound` for a malformed address.
-    public convenience init(bus: String) throws {
+    public convenience init(bus: String) throws(NotifyError) {
         var status: UInt32 = 0
         guard let handle = CNotify_center_create(bus, &status) else {
             try NotifyError.check(status == 0 ? NotifyError.Code.failed.rawValue : status)
@@ -39,12 +40,15 @@ public final class NotifyCenter: @unchecked Sendable {
     public var busAddress: String { String(cString: CNotify_center_bus_address(handle)) }
 
     /// Posts `name` to every observer on the bus, this process included (`CNotify_center_post`).
-    public func post(_ name: String) throws {
+    public func post(_ name: String) throws(NotifyError) {
         try NotifyError.check(CNotify_center_post(handle, name))
     }
 
-    /// Waits until every post made so far is written to the bus (`CNotify_center_flush`).
-    public func flush(timeoutMilliseconds: Int32 = 5000) throws {
+    /// Waits until every post made so far is written to the bus (`CNotify_center_flush`), at
+    /// most `timeoutMilliseconds` (a negative value waits until written or disconnected).
+    /// - Throws: ``NotifyError/Code/failed`` when the bus took not all of them in time (a
+    ///   stopped or overloaded dbus-daemon), ``NotifyError/Code/serverNotFound`` when it went away.
+    public func flush(timeoutMilliseconds: Int32 = 5000) throws(NotifyError) {
         try NotifyError.check(CNotify_center_flush(handle, timeoutMilliseconds))
     }
 
@@ -60,23 +64,18 @@ public final class NotifyCenter: @unchecked Sendable {
     /// hop, in arrival order, one at a time. Keep such a handler short, as every observer of the
     /// center waits for it.
     ///
-    /// Once `cancel()` returns no new invocation starts; one already running finishes.
+    /// Cancelling follows <doc:Cancellation>: once `cancel()` returns, the handler does not start
+    /// and is not running (unless `cancel()` is called from inside it).
     public func observe(
         _ name: String,
         queue: DispatchQueue? = NotifyCenter.defaultCallbackQueue,
         handler: @escaping @Sendable (String) -> Void
-    ) throws -> NotificationObservation {
-        let state = ObservationState()
-        guard let queue else { return try register(name, state: state, deliver: handler) }
-        return try register(name, state: state) { name in
-            queue.async {
-                if !state.isCancelled { handler(name) }
-            }
-        }
+    ) throws(NotifyError) -> NotificationObservation {
+        try observation(of: name, isNamespace: false, queue: queue, handler: handler)
     }
 
     /// The posts of `name` as an async sequence. Ending the iteration cancels the observation.
-    public func notifications(named name: String) throws -> Notifications {
+    public func notifications(named name: String) throws(NotifyError) -> Notifications {
         try notifications(name, isNamespace: false)
     }
 
@@ -90,59 +89,59 @@ public final class NotifyCenter: @unchecked Sendable {
         namespace: String,
         queue: DispatchQueue? = NotifyCenter.defaultCallbackQueue,
         handler: @escaping @Sendable (String) -> Void
-    ) throws -> NotificationObservation {
-        let state = ObservationState()
-        guard let queue else { return try register(namespace, isNamespace: true, state: state, deliver: handler) }
-        return try register(namespace, isNamespace: true, state: state) { name in
-            queue.async {
-                if !state.isCancelled { handler(name) }
-            }
+    ) throws(NotifyError) -> NotificationObservation {
+        try observation(of: namespace, isNamespace: true, queue: queue, handler: handler)
+    }
+
+    /// Both `observe` forms: with a queue, each post hops to it through an ``InvocationGate`` (the
+    /// cancel contract); without, the C core runs the handler and its remove already waits.
+    private func observation(of key: String, isNamespace: Bool, queue: DispatchQueue?,
+                             handler: @escaping @Sendable (String) -> Void) throws(NotifyError) -> NotificationObservation {
+        guard let queue else { return try register(key, isNamespace: isNamespace, gate: nil, deliver: handler) }
+        let gate = InvocationGate()
+        return try register(key, isNamespace: isNamespace, gate: gate) { name in
+            queue.async { gate.run { handler(name) } }
         }
     }
 
     /// The posts under `namespace` (see ``observe(namespace:queue:handler:)``) as an async
     /// sequence, each with its full name. Ending the iteration cancels the observation.
-    public func notifications(namespace: String) throws -> Notifications {
+    public func notifications(namespace: String) throws(NotifyError) -> Notifications {
         try notifications(namespace, isNamespace: true)
     }
 
-    private func notifications(_ key: String, isNamespace: Bool) throws -> Notifications {
+    private func notifications(_ key: String, isNamespace: Bool) throws(NotifyError) -> Notifications {
         let (stream, continuation) = AsyncStream.makeStream(of: DarwinNotification.self)
-        let observation = try register(key, isNamespace: isNamespace, state: ObservationState()) { name in
+        let observation = try register(key, isNamespace: isNamespace, gate: nil) { name in
             continuation.yield(DarwinNotification(name: name))
         }
         continuation.onTermination = { _ in observation.cancel() }
         return Notifications(stream: stream, observation: observation)
     }
 
-    /// Registers a C handler whose context is a retained `HandlerBox`, released by the C core
-    /// (`CNotify_release`) once no invocation can still be running.
+    /// Registers a C handler (`CNotify_center_add_handler` or `_add_namespace_handler`) whose
+    /// context is a ``CallbackBox``; a cancelled observation's box delivers nothing more.
     func register(
-        _ name: String,
+        _ key: String,
         isNamespace: Bool = false,
-        state: ObservationState,
+        gate: InvocationGate?,
         deliver: @escaping @Sendable (String) -> Void
-    ) throws -> NotificationObservation {
-        let box = Unmanaged.passRetained(HandlerBox(state: state, deliver: deliver))
+    ) throws(NotifyError) -> NotificationObservation {
+        let state = ObservationState()
+        let box = CallbackBox<String> { name in
+            if !state.isCancelled { deliver(name) }
+        }
         var id: UInt64 = 0
         let handler: CNotify_handler = { context, name in
             guard let context, let name else { return }
-            let box = Unmanaged<HandlerBox>.fromOpaque(context).takeUnretainedValue()
-            if !box.state.isCancelled { box.deliver(String(cString: name)) }
+            CallbackBox<String>.from(context).invoke(String(cString: name))
         }
-        let release: CNotify_release = { context in
-            guard let context else { return }
-            Unmanaged<HandlerBox>.fromOpaque(context).release()
+        try box.install { context, release in
+            isNamespace
+                ? CNotify_center_add_namespace_handler(handle, key, handler, context, release, &id)
+                : CNotify_center_add_handler(handle, key, handler, context, release, &id)
         }
-        let status = isNamespace
-            ? CNotify_center_add_namespace_handler(handle, name, handler, box.toOpaque(), release, &id)
-            : CNotify_center_add_handler(handle, name, handler, box.toOpaque(), release, &id)
-        if status != 0 {
-            // A failed registration leaves the context with us (the C core's contract).
-            box.release()
-            try NotifyError.check(status)
-        }
-        return NotificationObservation(center: self, id: id, state: state)
+        return NotificationObservation(center: self, id: id, state: state, gate: gate)
     }
 }
 

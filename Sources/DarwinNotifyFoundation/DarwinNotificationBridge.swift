@@ -66,7 +66,7 @@ public final class DarwinNotificationBridge: Sendable {
         let token = notificationCenter.addObserver(forName: name, object: nil, queue: nil) { [weak self] note in
             // What this bridge forwarded came from the bus: never send it back.
             if let self, let sender = note.object as AnyObject?, sender === self { return }
-            do { try center.post(name.rawValue) } catch let error as NotifyError { onError(error) } catch {}
+            do throws(NotifyError) { try center.post(name.rawValue) } catch { onError(error) }
         }
         let previous = exports.withLock { old -> UncheckedBox<NSObjectProtocol>? in
             defer { old[name.rawValue] = UncheckedBox(token) }

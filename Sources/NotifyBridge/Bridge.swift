@@ -132,16 +132,17 @@ public final class Bridge: MQTTClientDelegate, Sendable {
 
     private func observeLocally(_ ns: String) throws(BridgeError) {
         var id: UInt64 = 0
-        let context = Unmanaged.passRetained(self).toOpaque()
-        let st = CNotify_center_add_namespace_handler(center.cCenter, ns, { context, name in
-            guard let context, let name else { return }
-            Unmanaged<Bridge>.fromOpaque(context).takeUnretainedValue().localPost(name)
-        }, context, { context in
-            if let context { Unmanaged<Bridge>.fromOpaque(context).release() }
-        }, &id)
-        guard st == 0 else {
-            Unmanaged<Bridge>.fromOpaque(context).release()
-            throw BridgeError("cannot observe '\(ns)' on the local bus: \(String(cString: CNotify_last_error()))")
+        // Called on the delivery thread, where CNotify_center_current_post describes the post.
+        let box = CallbackBox<UnsafePointer<CChar>> { [self] name in localPost(name) }
+        do {
+            try box.install { context, release in
+                CNotify_center_add_namespace_handler(center.cCenter, ns, { context, name in
+                    guard let context, let name else { return }
+                    CallbackBox<UnsafePointer<CChar>>.from(context).invoke(name)
+                }, context, release, &id)
+            }
+        } catch {
+            throw BridgeError("cannot observe '\(ns)' on the local bus: \(error.message)")
         }
     }
 

@@ -82,7 +82,8 @@ public final class Runner: Sendable {
                 case .busStop:
                     do {
                         try EmbeddedBus.stop()
-                    } catch let error as NotifyError where error.code == .serverNotFound {
+                    } catch {
+                        guard error.code == .serverNotFound else { throw error }
                         out("not running\n") // the state asked for already holds
                     }
                 }
@@ -157,7 +158,7 @@ public final class Runner: Sendable {
             source.resume()
             reg.source = source
         case .check, .plain:
-            let token = try center.checkToken(name)
+            let token = try center.checkingToken(name)
             _ = try token.check() // the first check is always true
             reg.token = token
             let timer = DispatchSource.makeTimerSource(queue: queue)

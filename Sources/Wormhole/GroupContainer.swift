@@ -52,7 +52,7 @@ public struct GroupContainer: Sendable, Equatable {
             try GroupContainer.create(path, gid: gid)
         } catch where error.code == .io && directory == nil {
             // Most often an unwritable or missing HOME (a service account, a read-only image).
-            throw WormholeError(.io, "cannot create the group container \(path): \(error.message); set DARWIN_NOTIFY_CONTAINER_ROOT to a writable directory, or pass --container DIR (API: GroupContainer(group:directory:))")
+            throw WormholeError(.io, "cannot create the group container \(path): \(error.message); set DARWIN_NOTIFY_CONTAINER_ROOT to a writable directory, or pass --container DIR (API: GroupContainer(group:directory:))", underlying: error.underlying)
         }
         try GroupContainer.checkSafe(path, gid: gid)
     }
@@ -73,7 +73,7 @@ public struct GroupContainer: Sendable, Equatable {
             return FilePath(data).appending(["darwin-notify", "group-containers"])
         }
         guard let home = environment["HOME"], home.hasPrefix("/") else {
-            throw WormholeError(.io, "cannot find a place for group containers: set XDG_DATA_HOME, HOME or DARWIN_NOTIFY_CONTAINER_ROOT")
+            throw WormholeError(.unsafeContainer, "cannot find a place for group containers: set XDG_DATA_HOME, HOME or DARWIN_NOTIFY_CONTAINER_ROOT")
         }
         return FilePath(home).appending([".local", "share", "darwin-notify", "group-containers"])
     }

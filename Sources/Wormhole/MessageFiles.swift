@@ -65,7 +65,7 @@ struct MessageFiles: Sendable {
         } catch let error as WormholeError {
             throw error
         } catch {
-            throw WormholeError(.io, "update of '\(identifier)' cancelled by its closure: \(error)")
+            throw WormholeError(.encodingFailed, "update of '\(identifier)' cancelled by its closure, nothing written: \(error)")
         }
         guard let value else {
             try PosixFiles.remove(layout.message(identifier))

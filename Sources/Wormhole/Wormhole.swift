@@ -115,8 +115,8 @@ public final class Wormhole: Sendable {
         do {
             try center.post(notificationName(for: identifier))
         } catch {
-            throw WormholeError(.notification,
-                "message '\(identifier)' is stored, but announcing it failed: \(error); listeners see it at the next announcement")
+            throw WormholeError.notification(error,
+                "message '\(identifier)' is stored, but announcing it failed; listeners see it at the next announcement")
         }
     }
 
@@ -219,9 +219,9 @@ public final class Wormhole: Sendable {
     /// named queue listener a message counts as handled when the iterator is asked for the next.
     public func messages(for identifier: String, name: String? = nil) throws(WormholeError) -> WormholeMessages {
         let source = try makeSource(identifier, name: name)
-        let pump = MessagePump(source: source)
-        try pump.start(center: center, name: notificationName(for: identifier))
-        return WormholeMessages(pump: pump)
+        let delivery = MessageDelivery(source: source, queue: nil, handler: nil)
+        try delivery.start(center: center, name: notificationName(for: identifier))
+        return WormholeMessages(delivery: delivery)
     }
 
     private func makeSource(_ identifier: String, name: String?) throws(WormholeError) -> any MessageSource {

@@ -1,10 +1,12 @@
+// WormholeError.swift: every failure of a wormhole.
 import DarwinNotify
 import SystemPackage
 
-/// Every failure of a wormhole: a named code (as swift-system's `Errno`) and a sentence that says
-/// what happened to which file or identifier, so the user can act on it.
+/// Every failure of a wormhole: a named code (as swift-system's `Errno`), a sentence that says
+/// what happened to which file or identifier, so the user can act on it, and the underlying
+/// system or notification error, typed, when there is one.
 public struct WormholeError: Error, Equatable, Sendable, CustomStringConvertible {
-    public struct Code: RawRepresentable, Hashable, Sendable {
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         public let rawValue: Int
         public init(rawValue: Int) { self.rawValue = rawValue }
 
@@ -13,7 +15,8 @@ public struct WormholeError: Error, Equatable, Sendable, CustomStringConvertible
         /// A message identifier (or directory name) that is empty, too long, or has `/`, `..`,
         /// NUL, a control character or a leading `.`.
         public static let invalidIdentifier = Code(rawValue: 2)
-        /// The container is a symlink, not a directory, owned by another user or writable by others.
+        /// The container is a symlink, not a directory, owned by another user or writable by
+        /// others; or no place for containers is configured.
         public static let unsafeContainer = Code(rawValue: 3)
         /// A payload over the wormhole's limit; nothing was written.
         public static let payloadTooLarge = Code(rawValue: 4)
@@ -25,7 +28,8 @@ public struct WormholeError: Error, Equatable, Sendable, CustomStringConvertible
         /// A well-formed message whose payload does not decode as the requested type. The message
         /// is left in place: another reader may expect that type.
         public static let decodingFailed = Code(rawValue: 7)
-        /// The value could not be encoded as JSON.
+        /// The value could not be encoded as JSON; or `update`'s closure threw (nothing was
+        /// written; the closure's error is in the message).
         public static let encodingFailed = Code(rawValue: 8)
         /// The file system is full (or over quota); the previous message is intact.
         public static let diskFull = Code(rawValue: 9)
@@ -36,38 +40,59 @@ public struct WormholeError: Error, Equatable, Sendable, CustomStringConvertible
         public static let messagesLost = Code(rawValue: 11)
         /// A listener name that is already listening in this process.
         public static let listenerBusy = Code(rawValue: 12)
+        /// Another system call failed (``WormholeError/underlying`` holds the `Errno`).
+        public static let io = Code(rawValue: 13)
+        /// The notification center failed (``WormholeError/underlying`` holds the `NotifyError`).
+        public static let notification = Code(rawValue: 14)
         /// An operation this wormhole's transiting does not offer (`update` without
         /// `.coordinated`, a listener name without `.queue`).
         public static let unsupported = Code(rawValue: 15)
-        /// Another system call failed (`errno` is in the message).
-        public static let io = Code(rawValue: 13)
-        /// The notification center failed (the `NotifyError` is in the message).
-        public static let notification = Code(rawValue: 14)
+
+        private static let names: [Int: String] = [
+            1: "invalidGroup", 2: "invalidIdentifier", 3: "unsafeContainer", 4: "payloadTooLarge", 5: "invalidJSON",
+            6: "corruptMessage", 7: "decodingFailed", 8: "encodingFailed", 9: "diskFull", 10: "queueFull",
+            11: "messagesLost", 12: "listenerBusy", 13: "io", 14: "notification", 15: "unsupported",
+        ]
+
+        /// The code's name, as in source (`corruptMessage`).
+        public var description: String { Code.names[rawValue] ?? "code \(rawValue)" }
+    }
+
+    /// The error beneath a wormhole failure, kept typed so a caller can switch on it.
+    public enum Underlying: Equatable, Sendable {
+        /// A system call failed with this `errno`.
+        case errno(Errno)
+        /// The notification center failed.
+        case notify(NotifyError)
     }
 
     public let code: Code
     public let message: String
     /// Where a corrupt message file was moved, for `.corruptMessage`.
     public let quarantinedPath: String?
+    /// The system or notification error beneath `.io`, `.diskFull` and `.notification`.
+    public let underlying: Underlying?
 
-    public init(_ code: Code, _ message: String, quarantinedPath: String? = nil) {
+    public init(_ code: Code, _ message: String, quarantinedPath: String? = nil, underlying: Underlying? = nil) {
         self.code = code
         self.message = message
         self.quarantinedPath = quarantinedPath
+        self.underlying = underlying
     }
 
-    public var description: String { message }
+    /// "code: message", as `NotifyError` prints.
+    public var description: String { "\(code): \(message)" }
 
     static func io(_ what: String, _ errno: Errno) -> WormholeError {
         switch errno {
         case .noSpace, .diskQuotaExceeded, .fileTooLarge:
-            return WormholeError(.diskFull, "\(what): \(errno) (no space left; the previous message is intact)")
+            return WormholeError(.diskFull, "\(what): \(errno) (no space left; the previous message is intact)", underlying: .errno(errno))
         default:
-            return WormholeError(.io, "\(what): \(errno)")
+            return WormholeError(.io, "\(what): \(errno)", underlying: .errno(errno))
         }
     }
 
-    static func notification(_ error: any Error) -> WormholeError {
-        WormholeError(.notification, "notification center: \(error)")
+    static func notification(_ error: NotifyError, _ what: String = "notification center") -> WormholeError {
+        WormholeError(.notification, "\(what): \(error)", underlying: .notify(error))
     }
 }

@@ -130,7 +130,7 @@ static void self_removing_cb(CNotify_center *c, void *observer, const char *name
     (void)o; (void)u;
     removed_calls++;
     uint32_t st = CNotify_center_remove_observer(c, observer, name);
-    printf("removed status=%u\n", st);
+    printf("removed status=%s\n", CNotify_status_string(st));
     fflush(stdout);
 }
 
@@ -366,7 +366,7 @@ static int cmd_bench_flood(int argc, char **argv) {
 
 /* flood-hold NAME N: a burst with no flush; prints "posted" and stays alive until stdin closes.
  * Whatever the socket did not take must reach the bus without a later post or a flush to push
- * it (the I/O thread writes a poster's backlog, io_loop.c). */
+ * it (the I/O thread writes a poster's backlog, send.c). */
 static int cmd_flood_hold(int argc, char **argv) {
     if (argc < 2) return fail("usage: flood-hold NAME N", NOTIFY_STATUS_INVALID_REQUEST);
     uint32_t st = post_burst(argv[0], atol(argv[1]));

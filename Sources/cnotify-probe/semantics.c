@@ -237,18 +237,18 @@ int cmd_state(int argc, char **argv) {
     if (st) return fail("notify_register_check", st);
     if (!strcmp(argv[0], "set") && argc >= 3) {
         st = notify_set_state(tok, strtoull(argv[2], NULL, 10));
-        line("set %s: %u %s", argv[1], st, CNotify_last_error());
+        line("set %s: %s %s", argv[1], CNotify_status_string(st), CNotify_last_error());
     } else if (!strcmp(argv[0], "get")) {
         uint64_t v = 0;
         st = notify_get_state(tok, &v);
-        line("get %s: %u %llu", argv[1], st, (unsigned long long)v);
+        line("get %s: %s %llu", argv[1], CNotify_status_string(st), (unsigned long long)v);
     } else {
         notify_cancel(tok);
         uint64_t v;
-        line("set cancelled: %u", notify_set_state(tok, 1));
-        line("get cancelled: %u", notify_get_state(tok, &v));
+        line("set cancelled: %s", CNotify_status_string(notify_set_state(tok, 1)));
+        line("get cancelled: %s", CNotify_status_string(notify_get_state(tok, &v)));
         notify_register_check(argv[1], &tok);
-        line("get NULL: %u", notify_get_state(tok, NULL));
+        line("get NULL: %s", CNotify_status_string(notify_get_state(tok, NULL)));
     }
     return st == NOTIFY_STATUS_OK ? 0 : 1;
 }

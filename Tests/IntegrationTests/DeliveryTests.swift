@@ -61,7 +61,7 @@ extension IntegrationSuites {
         func removeInsideCallback() throws {
             let probe = try ChildProcess("cnotify-probe", ["remove-in-callback", "selfremove.x"], environment: bus.environment)
             #expect(try probe.waitForExit() == 0)
-            #expect(probe.lines == ["removed status=0", "selfremove.x.done", "calls=1"])
+            #expect(probe.lines == ["removed status=OK", "selfremove.x.done", "calls=1"])
         }
 
         @Test("a file-descriptor registration gets its token in network byte order per post")

@@ -102,7 +102,7 @@ extension IntegrationSuites {
             #expect(probe.out.split(separator: "\n") == ["check: 2", "get_state: 2", "cancel: 2", "valid: 0"], "\(probe)")
 
             var center: NotifyCenter? = try NotifyCenter(bus: bus.address)
-            let token = try center!.checkToken("lifetime.swift")
+            let token = try center!.checkingToken("lifetime.swift")
             center = nil // the token holds it
             #expect(try token.check()) // the first check is true
             try notifyutilPost(["lifetime.swift"], bus: bus)

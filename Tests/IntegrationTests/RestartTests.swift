@@ -41,7 +41,7 @@ extension IntegrationSuites {
             try bus.kill()
             var caught: NotifyError?
             try repeatUntil(timeout: 20, interval: 0.02, "post to fail while the bus is down", action: {
-                do { try center.post("swift.down") } catch let e as NotifyError { caught = e }
+                do throws(NotifyError) { try center.post("swift.down") } catch { caught = error }
             }, done: { caught != nil })
             #expect(caught?.code == .serverNotFound)
             try bus.start()

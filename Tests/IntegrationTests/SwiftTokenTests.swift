@@ -26,8 +26,8 @@ extension IntegrationSuites {
 
         @Test("a check token counts posts; notify_check is true first, then only after a post")
         func checkToken() throws {
-            let token = try center.checkToken("swift.tok.check")
-            let sentinel = try center.checkToken("swift.tok.check.sentinel")
+            let token = try center.checkingToken("swift.tok.check")
+            let sentinel = try center.checkingToken("swift.tok.check.sentinel")
             _ = try sentinel.check()
             #expect(try token.check() == true)
             #expect(try token.check() == false)
@@ -70,9 +70,7 @@ extension IntegrationSuites {
             #expect(try token.check() == true)
             source.cancel()
             #expect(throws: NotifyError.self) { try center.signalToken("swift.tok.signal", signal: 0) }
-            do { _ = try center.signalToken("swift.tok.signal", signal: 4096) } catch let error as NotifyError {
-                #expect(error.code == .invalidSignal)
-            }
+            expectError(NotifyError.Code.invalidSignal) { () throws(NotifyError) in _ = try center.signalToken("swift.tok.signal", signal: 4096) }
         }
 
         @Test("a dispatch token's closure may cancel its token; nothing runs after cancel")
@@ -88,7 +86,7 @@ extension IntegrationSuites {
                 first.signal()
             }
             box.withLock { $0 = token }
-            let sentinel = try center.checkToken("swift.tok.dispatch.sentinel")
+            let sentinel = try center.checkingToken("swift.tok.dispatch.sentinel")
             _ = try sentinel.check()
             try notifyutilPost(["swift.tok.dispatch"], bus: bus)
             #expect(first.wait(timeout: .now() + 20) == .success)
@@ -101,33 +99,29 @@ extension IntegrationSuites {
         @Test("suspend, three posts, resume: one delivery; resume without suspend is .invalidRequest")
         func suspendResume() throws {
             let token = try center.fileDescriptorToken("swift.tok.suspend")
-            let sentinel = try center.checkToken("swift.tok.suspend.sentinel")
+            let sentinel = try center.checkingToken("swift.tok.suspend.sentinel")
             _ = try sentinel.check()
             try token.suspend()
             try postThenSentinel(Array(repeating: "swift.tok.suspend", count: 3), sentinel: sentinel)
             #expect(try token.readPosts().isEmpty)
             try token.resume()
             #expect(try token.readPosts() == [token.rawValue])
-            do { try token.resume(); Issue.record("resume without suspend succeeded") } catch let error as NotifyError {
-                #expect(error.code == .invalidRequest)
-            }
+            expectError(NotifyError.Code.invalidRequest, "(resume without suspend)") { () throws(NotifyError) in try token.resume() }
         }
 
         @Test("state by name and by token; a cancelled token's state is .invalidToken")
         func state() throws {
             try center.setState(7, for: "swift.tok.state")
             #expect(try center.state(of: "swift.tok.state") == 7)
-            let token = try center.checkToken("swift.tok.state")
+            let token = try center.checkingToken("swift.tok.state")
             #expect(try token.state() == 7)
             try token.setState(UInt64.max)
             #expect(try center.state(of: "swift.tok.state") == UInt64.max)
             // Another process reads it.
             let other = try run("cnotify-probe", ["state", "get", "swift.tok.state"], environment: bus.environment)
-            #expect(other.out == "get swift.tok.state: 0 18446744073709551615\n")
+            #expect(other.out == "get swift.tok.state: OK 18446744073709551615\n")
             token.cancel()
-            do { _ = try token.state(); Issue.record("state of a cancelled token") } catch let error as NotifyError {
-                #expect(error.code == .invalidToken)
-            }
+            expectError(NotifyError.Code.invalidToken, "(state of a cancelled token)") { () throws(NotifyError) in _ = try token.state() }
         }
 
         @Test("self. names are delivered in the process, with no bus")
@@ -138,7 +132,7 @@ extension IntegrationSuites {
             try nowhere.post("self.swift")
             try nowhere.post("self.swift")
             #expect(got.withLock { $0 } == ["self.swift", "self.swift"])
-            let token = try nowhere.checkToken("self.swift.check")
+            let token = try nowhere.checkingToken("self.swift.check")
             _ = try token.check()
             try nowhere.post("self.swift.check")
             #expect(try token.check() == true)

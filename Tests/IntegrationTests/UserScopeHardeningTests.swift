@@ -131,31 +131,31 @@ extension IntegrationSuites {
             let dir = bus.directory + "/state"
             let nobody = SystemLikeBus.nobody, third = SystemLikeBus.third
             // Root uses the directory first (as the installed tmpfiles entry would make it).
-            #expect(try state(nil, ["set", "shared.init", "1"]) == "set shared.init: 0")
+            #expect(try state(nil, ["set", "shared.init", "1"]) == "set shared.init: OK")
             // nobody squats root's name: a directory for uid 0's names, and a file where the name's
             // state used to live.
             #expect(try bus.runAs(nobody, "/bin/mkdir", [dir + "/uid.0"]).status == 0)
             #expect(try bus.runAs(nobody, "/usr/bin/touch", [dir + "/" + stateFileName("user.uid.0.squat")]).status == 0)
-            #expect(try state(nil, ["set", "user.uid.0.squat", "7"]) == "set user.uid.0.squat: 0")
-            #expect(try state(nil, ["get", "user.uid.0.squat"]) == "get user.uid.0.squat: 0 7")
-            #expect(try state(nobody, ["get", "user.uid.0.squat"]) == "get user.uid.0.squat: 0 7")
+            #expect(try state(nil, ["set", "user.uid.0.squat", "7"]) == "set user.uid.0.squat: OK")
+            #expect(try state(nil, ["get", "user.uid.0.squat"]) == "get user.uid.0.squat: OK 7")
+            #expect(try state(nobody, ["get", "user.uid.0.squat"]) == "get user.uid.0.squat: OK 7")
             // A third uid squats nobody's directory: nobody still sets its own name.
             #expect(try bus.runAs(third, "/bin/mkdir", [dir + "/uid.\(nobody)"]).status == 0)
-            #expect(try state(nobody, ["set", "user.uid.\(nobody).mine", "3"]) == "set user.uid.\(nobody).mine: 0")
-            #expect(try state(nil, ["get", "user.uid.\(nobody).mine"]) == "get user.uid.\(nobody).mine: 0 3")
-            #expect(try state(third, ["get", "user.uid.\(nobody).mine"]) == "get user.uid.\(nobody).mine: 0 3")
+            #expect(try state(nobody, ["set", "user.uid.\(nobody).mine", "3"]) == "set user.uid.\(nobody).mine: OK")
+            #expect(try state(nil, ["get", "user.uid.\(nobody).mine"]) == "get user.uid.\(nobody).mine: OK 3")
+            #expect(try state(third, ["get", "user.uid.\(nobody).mine"]) == "get user.uid.\(nobody).mine: OK 3")
             // A plain name's file made 0644 by nobody: a third user may still set it.
             for path in [dir + "/plain/" + stateFileName("shared.squat"), dir + "/" + stateFileName("shared.squat")] {
                 #expect(try bus.runAs(nobody, "/usr/bin/install", ["-m", "644", "/dev/null", path]).status == 0)
             }
-            #expect(try state(third, ["set", "shared.squat", "5"]) == "set shared.squat: 0")
-            #expect(try state(nil, ["get", "shared.squat"]) == "get shared.squat: 0 5")
-            #expect(try state(nobody, ["get", "shared.squat"]) == "get shared.squat: 0 5")
+            #expect(try state(third, ["set", "shared.squat", "5"]) == "set shared.squat: OK")
+            #expect(try state(nil, ["get", "shared.squat"]) == "get shared.squat: OK 5")
+            #expect(try state(nobody, ["get", "shared.squat"]) == "get shared.squat: OK 5")
             // A FIFO where a state file should be: read as unset and replaced, never waited on.
             #expect(try bus.runAs(nobody, "/usr/bin/mkfifo", [dir + "/plain/" + stateFileName("shared.fifo")]).status == 0)
-            #expect(try state(third, ["get", "shared.fifo"]) == "get shared.fifo: 0 0")
-            #expect(try state(third, ["set", "shared.fifo", "9"]) == "set shared.fifo: 0")
-            #expect(try state(nil, ["get", "shared.fifo"]) == "get shared.fifo: 0 9")
+            #expect(try state(third, ["get", "shared.fifo"]) == "get shared.fifo: OK 0")
+            #expect(try state(third, ["set", "shared.fifo", "9"]) == "set shared.fifo: OK")
+            #expect(try state(nil, ["get", "shared.fifo"]) == "get shared.fifo: OK 9")
         }
     }
 }

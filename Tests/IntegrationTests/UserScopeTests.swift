@@ -45,17 +45,17 @@ extension IntegrationSuites {
                                  : try bus.runAsRoot("cnotify-probe", ["state"] + args)
                 return r.out.trimmingCharacters(in: .whitespacesAndNewlines)
             }
-            #expect(try state(true, ["set", "user.uid.0.x", "9"]).hasPrefix("set user.uid.0.x: 7 only uid 0 or root"))
-            #expect(try state(false, ["set", "user.uid.0.x", "7"]) == "set user.uid.0.x: 0")
-            #expect(try state(true, ["get", "user.uid.0.x"]) == "get user.uid.0.x: 0 7")
-            #expect(try state(true, ["set", "shared.x", "5"]) == "set shared.x: 0")
-            #expect(try state(false, ["get", "shared.x"]) == "get shared.x: 0 5")
-            #expect(try state(false, ["set", "shared.x", "6"]) == "set shared.x: 0")
-            #expect(try state(true, ["get", "shared.x"]) == "get shared.x: 0 6")
-            #expect(try state(true, ["set", "user.uid.65534.y", "3"]) == "set user.uid.65534.y: 0")
-            #expect(try state(false, ["get", "user.uid.65534.y"]) == "get user.uid.65534.y: 0 3")
-            #expect(try state(false, ["set", "user.uid.65534.y", "4"]) == "set user.uid.65534.y: 0")
-            #expect(try state(true, ["get", "user.uid.65534.y"]) == "get user.uid.65534.y: 0 4")
+            #expect(try state(true, ["set", "user.uid.0.x", "9"]).hasPrefix("set user.uid.0.x: Not Authorized only uid 0 or root"))
+            #expect(try state(false, ["set", "user.uid.0.x", "7"]) == "set user.uid.0.x: OK")
+            #expect(try state(true, ["get", "user.uid.0.x"]) == "get user.uid.0.x: OK 7")
+            #expect(try state(true, ["set", "shared.x", "5"]) == "set shared.x: OK")
+            #expect(try state(false, ["get", "shared.x"]) == "get shared.x: OK 5")
+            #expect(try state(false, ["set", "shared.x", "6"]) == "set shared.x: OK")
+            #expect(try state(true, ["get", "shared.x"]) == "get shared.x: OK 6")
+            #expect(try state(true, ["set", "user.uid.65534.y", "3"]) == "set user.uid.65534.y: OK")
+            #expect(try state(false, ["get", "user.uid.65534.y"]) == "get user.uid.65534.y: OK 3")
+            #expect(try state(false, ["set", "user.uid.65534.y", "4"]) == "set user.uid.65534.y: OK")
+            #expect(try state(true, ["get", "user.uid.65534.y"]) == "get user.uid.65534.y: OK 4")
         }
     }
 }

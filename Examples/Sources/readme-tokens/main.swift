@@ -2,7 +2,7 @@ import DarwinNotify
 import Dispatch
 
 let center = NotifyCenter.default
-let token = try center.fileDescriptorToken("com.example.changed")  // or checkToken, signalToken(_:signal:),
+let token = try center.fileDescriptorToken("com.example.changed")  // or checkingToken, signalToken(_:signal:),
                                                                    // dispatchToken(_:queue:handler:)
 let source = DispatchSource.makeReadSource(fileDescriptor: token.fileDescriptor!, queue: .main)
 source.setEventHandler { for t in (try? token.readPosts()) ?? [] { print("posted", t) } }

@@ -1,0 +1,30 @@
+// CallbackRegistration.swift: how a Swift closure becomes a C registration's context.
+import CNotify
+
+/// A closure the C core holds as a registration's `context` (GRDB's `DatabaseFunction` pattern):
+/// passed retained, released by the C core's `CNotify_release` once no invocation can still be
+/// running, or by us if the registration failed (the C core's contract: a failed registration
+/// leaves the context with the caller).
+package final class CallbackBox<Argument>: Sendable {
+    package let invoke: @Sendable (Argument) -> Void
+    package init(_ invoke: @escaping @Sendable (Argument) -> Void) { self.invoke = invoke }
+
+    /// The box behind a context pointer the C core hands back to a callback.
+    package static func from(_ context: UnsafeMutableRawPointer) -> CallbackBox<Argument> {
+        Unmanaged<CallbackBox<Argument>>.fromOpaque(context).takeUnretainedValue()
+    }
+
+    /// Registers with `register(context, release)`, which wraps one `CNotify_*` call and returns
+    /// its status; the C core owns the box from then on.
+    package func install(_ register: (_ context: UnsafeMutableRawPointer, _ release: CNotify_release) -> UInt32) throws(NotifyError) {
+        let context = Unmanaged.passRetained(self)
+        let status = register(context.toOpaque(), { context in
+            // Any class's release: the box's type does not matter to the retain count.
+            if let context { Unmanaged<AnyObject>.fromOpaque(context).release() }
+        })
+        if status != UInt32(NOTIFY_STATUS_OK) {
+            context.release()
+            try NotifyError.check(status)
+        }
+    }
+}
