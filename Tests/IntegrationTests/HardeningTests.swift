@@ -75,6 +75,26 @@ extension IntegrationSuites {
             _ = try observer.waitForExit()
         }
 
+        @Test("flush honours its timeout: with a stopped bus it fails with .failed in time instead of waiting")
+        func flushHonoursTimeout() throws {
+            let center = try NotifyCenter(bus: bus.address)
+            try center.post("flush.warm") // connects
+            try center.flush()
+            bus.signal(SIGSTOP)
+            defer { bus.signal(SIGCONT) }
+            // A flush that ignores its timeout waits until written: the bus resumes after 20 s so
+            // such a flush returns (OK, which the expectation below rejects) instead of hanging.
+            let bus = self.bus
+            let resume = DispatchWorkItem { bus.signal(SIGCONT) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 20, execute: resume)
+            defer { resume.cancel() }
+            // About 1.3 MB: more than the socket holds, less than the 4 MiB a poster may queue.
+            let name = "flush.fill." + String(repeating: "x", count: 400)
+            for _ in 0 ..< 3000 { try center.post(name) }
+            let error = expectError(NotifyError.Code.failed) { () throws(NotifyError) in try center.flush(timeoutMilliseconds: 300) }
+            #expect(error?.message.contains("within 300 ms") == true, "\(String(describing: error))")
+        }
+
         @Test("an address with ,guid= (as dbus-daemon prints it) reconnects to the restarted daemon")
         func guidAddressReconnects() throws {
             let pinned = bus.printedAddress
