@@ -145,9 +145,11 @@ typedef struct cn_post {
 /* The Post signal of `name` numbered `seq`, with `credential_fd` appended when >= 0 (libdbus
  * keeps a duplicate). NULL when out of memory, with the error set. */
 DBusMessage *cn_post_build(const char *name, uint64_t seq, int credential_fd);
-/* 1 and *out filled if `msg` is a Post signal (on the plain or a bucket interface) whose name
- * argument is 1..CNOTIFY_NAME_MAX bytes; 0 if the message is not ours or not of that shape. */
-int cn_post_parse(DBusMessage *msg, cn_post *out);
+/* What cn_post_parse found: not a Post at all (someone else's message), a Post of the wrong
+ * shape (ignored, as the contract says), or a Post with *out filled (a name argument of
+ * 1..CNOTIFY_NAME_MAX bytes, on the plain or a bucket interface). */
+typedef enum { CN_POST_NOT_OURS, CN_POST_MALFORMED, CN_POST_OK } cn_post_parse_result;
+cn_post_parse_result cn_post_parse(DBusMessage *msg, cn_post *out);
 /* The next sequence number of `name` in `counts` (name -> last number): 1, 2, ...; 0 when out of
  * memory (sent unnumbered). The table is bounded: a receiver reads a restart at 1 as a reset. */
 uint64_t cn_post_next_seq(cn_map *counts, const char *name);

@@ -101,19 +101,19 @@ DBusMessage *cn_post_build(const char *name, uint64_t seq, int credential_fd) {
     return m;
 }
 
-int cn_post_parse(DBusMessage *msg, cn_post *out) {
+cn_post_parse_result cn_post_parse(DBusMessage *msg, cn_post *out) {
     if (dbus_message_get_type(msg) != DBUS_MESSAGE_TYPE_SIGNAL || !dbus_message_has_member(msg, CN_MEMBER) ||
         !dbus_message_has_path(msg, CN_PATH))
-        return 0;
+        return CN_POST_NOT_OURS;
     const char *iface = dbus_message_get_interface(msg);
     if (!iface || (strcmp(iface, CN_INTERFACE) != 0 && strncmp(iface, CN_BUCKET_PREFIX, strlen(CN_BUCKET_PREFIX)) != 0))
-        return 0;
+        return CN_POST_NOT_OURS;
     DBusMessageIter it;
-    if (!dbus_message_iter_init(msg, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_STRING) return 0;
+    if (!dbus_message_iter_init(msg, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_STRING) return CN_POST_MALFORMED;
     *out = (cn_post){ NULL, 0, 0, -1 };
     dbus_message_iter_get_basic(&it, &out->name);
     size_t len = strlen(out->name);
-    if (len == 0 || len > CNOTIFY_NAME_MAX) return 0;
+    if (len == 0 || len > CNOTIFY_NAME_MAX) return CN_POST_MALFORMED;
     if (dbus_message_iter_next(&it) && dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_UINT64) {
         dbus_uint64_t v;
         dbus_message_iter_get_basic(&it, &v);
@@ -122,7 +122,7 @@ int cn_post_parse(DBusMessage *msg, cn_post *out) {
         if (dbus_message_iter_next(&it) && dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_UNIX_FD)
             dbus_message_iter_get_basic(&it, &out->credential_fd); /* a duplicate that we own */
     }
-    return 1;
+    return CN_POST_OK;
 }
 
 uint32_t CNotify_protocol_build_post(const char *name, uint64_t seq, char **out_bytes, int *out_len) {
@@ -157,7 +157,7 @@ uint32_t CNotify_protocol_parse_post(const char *bytes, int len, char *out_name,
     }
     cn_post post;
     uint32_t st = NOTIFY_STATUS_OK;
-    if (!cn_post_parse(m, &post)) {
+    if (cn_post_parse(m, &post) != CN_POST_OK) {
         cn_set_error("a D-Bus message, but not a Post of docs/PROTOCOL.md (member, path, interface or arguments)");
         st = NOTIFY_STATUS_INVALID_REQUEST;
     } else if (strlen(post.name) >= name_len) {

@@ -27,12 +27,10 @@ static int post_is_authentic(CNotify_center *c, DBusConnection *conn, DBusMessag
 DBusHandlerResult cn_receive_filter(DBusConnection *conn, DBusMessage *msg, void *center) {
     CNotify_center *c = center;
     cn_post post;
-    if (!cn_post_parse(msg, &post)) {
-        /* Not a Post at all: someone else's message. A Post of the wrong shape: ignored, as the
-         * contract says. */
-        int ours = dbus_message_get_type(msg) == DBUS_MESSAGE_TYPE_SIGNAL && dbus_message_has_member(msg, CN_MEMBER) &&
-                   dbus_message_has_path(msg, CN_PATH);
-        return ours ? DBUS_HANDLER_RESULT_HANDLED : DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
+    switch (cn_post_parse(msg, &post)) {
+    case CN_POST_NOT_OURS: return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
+    case CN_POST_MALFORMED: return DBUS_HANDLER_RESULT_HANDLED; /* ignored, as the contract says */
+    case CN_POST_OK: break;
     }
     if (!post_is_authentic(c, conn, msg, &post)) {
         atomic_fetch_add_explicit(&c->counters.rejected, 1, memory_order_relaxed);

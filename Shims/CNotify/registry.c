@@ -110,11 +110,17 @@ static uint32_t register_entry(CNotify_center *c, cn_entry *e, const char *name,
     return st;
 }
 
-/* The one way in for every registration: exact or namespace, CF-style callback or handler. The
- * public functions below differ only in their arguments' checks. */
+/* The one way in for every registration: exact or namespace, CF-style callback or handler. It
+ * makes the entry checks of all four public functions below, which differ only in arguments. */
 static uint32_t add_registration(CNotify_center *c, const char *key, int is_namespace, const void *observer,
                                  CNotify_callback callback, CNotify_handler handler, void *context,
                                  CNotify_release release, uint64_t *out_id) {
+    cn_clear_error();
+    CN_RETURN_IF_NULL(c, "center");
+    if (!callback) {
+        CN_RETURN_IF_NULL(handler, "handler");
+        CN_RETURN_IF_NULL(out_id, "id pointer");
+    }
     uint32_t st = is_namespace ? cn_validate_namespace(key) : CNotify_validate_name(key);
     if (st != NOTIFY_STATUS_OK) return st;
     cn_entry *e = calloc(1, sizeof *e);
@@ -130,35 +136,23 @@ static uint32_t add_registration(CNotify_center *c, const char *key, int is_name
 }
 
 uint32_t CNotify_center_add_observer(CNotify_center *c, const void *observer, CNotify_callback callback, const char *name) {
-    cn_clear_error();
-    CN_RETURN_IF_NULL(c, "center");
-    CN_RETURN_IF_NULL(callback, "callback");
+    if (!callback) { cn_set_error("callback is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     return add_registration(c, name, 0, observer, callback, NULL, NULL, NULL, NULL);
 }
 
 uint32_t CNotify_center_add_handler(CNotify_center *c, const char *name, CNotify_handler handler, void *context,
                                     CNotify_release release, uint64_t *out_id) {
-    cn_clear_error();
-    CN_RETURN_IF_NULL(c, "center");
-    CN_RETURN_IF_NULL(handler, "handler");
-    CN_RETURN_IF_NULL(out_id, "id pointer");
     return add_registration(c, name, 0, NULL, NULL, handler, context, release, out_id);
 }
 
 uint32_t CNotify_center_add_namespace_observer(CNotify_center *c, const void *observer, CNotify_callback callback,
                                                const char *ns) {
-    cn_clear_error();
-    CN_RETURN_IF_NULL(c, "center");
-    CN_RETURN_IF_NULL(callback, "callback");
+    if (!callback) { cn_set_error("callback is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     return add_registration(c, ns, 1, observer, callback, NULL, NULL, NULL, NULL);
 }
 
 uint32_t CNotify_center_add_namespace_handler(CNotify_center *c, const char *ns, CNotify_handler handler, void *context,
                                               CNotify_release release, uint64_t *out_id) {
-    cn_clear_error();
-    CN_RETURN_IF_NULL(c, "center");
-    CN_RETURN_IF_NULL(handler, "handler");
-    CN_RETURN_IF_NULL(out_id, "id pointer");
     return add_registration(c, ns, 1, NULL, NULL, handler, context, release, out_id);
 }
 
