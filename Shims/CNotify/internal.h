@@ -11,11 +11,13 @@
 #include <assert.h>
 #include <dbus/dbus.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 #include "include/darwin_notify.h"
 
 /*
@@ -75,6 +77,8 @@ _Static_assert(sizeof(uid_t) <= sizeof(uint32_t), "a uid fits the 32-bit values 
 
 /* ---- errors.c: thread-local error sentences ---- */
 void cn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Says on stderr, once per process, that a call succeeded in an unexpected way (errors.c). */
+void cn_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cn_clear_error(void);
 
 /* ---- fork.c: a connection never crosses fork() ---- */
@@ -300,7 +304,11 @@ typedef struct cn_sender_cache {
 /* state.c: where the state files are, and the `self.` states; under state.lock. */
 typedef struct cn_state_store {
     pthread_mutex_t lock;
-    char *dir;                      /* resolved and checked once */
+    char *dir;                      /* D, resolved and checked once */
+    char *plain;                    /* D/plain (or the plain.* in use), found once; NULL to find again */
+    char uid_dir[PATH_MAX];         /* the last uid.N directory found ... */
+    uid_t uid_dir_owner;            /* ... for this uid ... */
+    struct timespec uid_dir_stamp;  /* ... while D's mtime is this: D unchanged, the answer holds */
     cn_map self_states;             /* `self.` name -> state */
 } cn_state_store;
 
@@ -436,6 +444,26 @@ int cn_credential_create(const char *bus_id, const char *sender, const char *nam
 /* 1 if `fd` is a credential of exactly this post made by uid `owner` or root, else 0. */
 int cn_credential_verify(int fd, const char *bus_id, const char *sender, const char *name, uint64_t seq, uid_t owner);
 
+/* ---- state_dirs.c: which directories hold state, and which may be believed ---- */
+typedef enum cn_state_place {
+    CN_STATE_PRIVATE,       /* made 0700 if missing: $DARWIN_NOTIFY_STATE_DIR, the embedded bus */
+    CN_STATE_INSTALLED,     /* only checked: /run/darwin-notify/state */
+    CN_STATE_PREDICTABLE,   /* /tmp/darwin-notify-state-…: anyone may have made it first */
+} cn_state_place;
+/* The state directory D for `path` (which, when predictable, may be replaced by `path`.XXXXXX),
+ * into out; *shared is 1 when everyone may write in it. */
+uint32_t cn_state_root(const char *path, cn_state_place place, char *out, size_t len, int *shared);
+/* D/plain, or the first usable D/plain.* when plain/ is someone else's in the wrong mode. */
+uint32_t cn_state_plain_dir(const char *root, int shared, char *out, size_t len);
+/* The first usable directory of uid N in D (uid.N, then uid.N.* in byte order): 1, or 0 if none. */
+int cn_state_find_uid_dir(const char *root, uid_t n, char *out, size_t len);
+/* Makes one (we are N or root) if there is none, and returns the one everybody finds. */
+uint32_t cn_state_make_uid_dir(const char *root, uid_t n, char *out, size_t len);
+/* Renames `path` to `dir`/.stale.<random> (never over an existing name); 0 or -1 with errno. */
+int cn_state_move_aside(const char *dir, const char *path);
+/* Creates `dir`/.tmp.<random> (O_EXCL, 0600) and returns its fd, its name in `path`; -1 with errno. */
+int cn_state_temp_file(const char *dir, char *path, size_t len);
+
 /* ---- state.c: state storage ---- */
 void cn_state_init(CNotify_center *c);
 void cn_state_free(CNotify_center *c);
@@ -449,5 +477,8 @@ void cn_tokens_cancel_for_center(CNotify_center *c);
 /* DARWIN_NOTIFY_TEST_START_DELAY_MS: widens the moment between the I/O thread's creation and
  * the return of cn_center_start. */
 void cn_test_start_delay(void);
+/* DARWIN_NOTIFY_TEST_REPORT_SCANS=1: says on stderr each time a directory is read to find a
+ * squatted state directory's replacement (a test counts them). */
+void cn_test_report_scan(const char *dir, const char *prefix);
 
 #endif

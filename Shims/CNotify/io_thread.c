@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
+#include <stdio.h>
 #include "internal.h"
 
 #define BACKOFF_FIRST_MS 10
@@ -146,4 +147,9 @@ void cn_test_start_delay(void) {
     if (v <= 0 || v > 10000) return;
     struct timespec ts = { v / 1000, (v % 1000) * 1000000L };
     nanosleep(&ts, NULL);
+}
+
+void cn_test_report_scan(const char *dir, const char *prefix) {
+    const char *on = getenv("DARWIN_NOTIFY_TEST_REPORT_SCANS");
+    if (on && *on == '1') fprintf(stderr, "darwin-notify-test: scanned %s for %s*\n", dir, prefix);
 }

@@ -228,14 +228,26 @@ int cmd_self(int argc, char **argv) {
     return 0;
 }
 
-/* state set NAME VALUE | state get NAME | state cancelled NAME: through a token, as a macOS
- * program would; prints the status (and the value). */
+/* state set NAME VALUE | state get NAME | state cancelled NAME | state get-many NAME COUNT:
+ * through a token, as a macOS program would; prints the status (and the value; for get-many,
+ * "values=V" when every get read V, else "values=differ"). */
 int cmd_state(int argc, char **argv) {
-    if (argc < 2) return fail("usage: state set|get|cancelled NAME [VALUE]", NOTIFY_STATUS_INVALID_REQUEST);
+    if (argc < 2) return fail("usage: state set|get|get-many|cancelled NAME [VALUE|COUNT]", NOTIFY_STATUS_INVALID_REQUEST);
     int tok;
     uint32_t st = notify_register_check(argv[1], &tok);
     if (st) return fail("notify_register_check", st);
-    if (!strcmp(argv[0], "set") && argc >= 3) {
+    if (!strcmp(argv[0], "get-many") && argc >= 3) {
+        long count = strtol(argv[2], NULL, 10);
+        uint64_t first = 0, v = 0;
+        int same = 1;
+        for (long i = 0; i < count && st == NOTIFY_STATUS_OK; i++) {
+            st = notify_get_state(tok, &v);
+            if (i == 0) first = v;
+            same &= v == first;
+        }
+        if (same) line("get-many %s: %s values=%llu", argv[1], CNotify_status_string(st), (unsigned long long)first);
+        else line("get-many %s: %s values=differ", argv[1], CNotify_status_string(st));
+    } else if (!strcmp(argv[0], "set") && argc >= 3) {
         st = notify_set_state(tok, strtoull(argv[2], NULL, 10));
         line("set %s: %s %s", argv[1], CNotify_status_string(st), CNotify_last_error());
     } else if (!strcmp(argv[0], "get")) {
