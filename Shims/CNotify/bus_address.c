@@ -3,6 +3,7 @@
  * started on first use by whichever process needs it (under a lock file, so concurrent starters
  * agree), daemonised so it outlives the process that started it.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -134,34 +135,66 @@ char *cn_address_without_guid(const char *address) {
 
 /* ---- the runtime directory ---- */
 
+/* Why `dir` cannot be our private runtime directory, or NULL: it must be a real directory of
+ * ours that nobody else may write in. */
+static const char *private_dir_problem(const struct stat *st) {
+    if (S_ISLNK(st->st_mode)) return "it is a symbolic link";
+    if (!S_ISDIR(st->st_mode)) return "it is not a directory";
+    if (st->st_uid != geteuid()) return "it is owned by another user";
+    if (st->st_mode & (S_IWGRP | S_IWOTH)) return "others can write to it";
+    return NULL;
+}
+
 static uint32_t check_private_dir(const char *dir) {
     struct stat st;
     if (lstat(dir, &st) != 0) {
         cn_set_error("cannot inspect runtime directory %s: %s", dir, strerror(errno));
-        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+        return NOTIFY_STATUS_FAILED;
     }
-    if (S_ISLNK(st.st_mode)) {
-        cn_set_error("refusing runtime directory %s: it is a symbolic link", dir);
-        return NOTIFY_STATUS_SERVER_NOT_FOUND;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        cn_set_error("refusing runtime directory %s: it is not a directory", dir);
-        return NOTIFY_STATUS_SERVER_NOT_FOUND;
-    }
-    if (st.st_uid != geteuid()) {
+    const char *why = private_dir_problem(&st);
+    if (!why) return NOTIFY_STATUS_OK;
+    if (st.st_uid != geteuid() && S_ISDIR(st.st_mode))
         cn_set_error("refusing runtime directory %s: it is owned by uid %u, not by you (uid %u)",
                      dir, (unsigned)st.st_uid, (unsigned)geteuid());
-        return NOTIFY_STATUS_SERVER_NOT_FOUND;
-    }
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-        cn_set_error("refusing runtime directory %s: others can write to it (mode %03o); "
-                     "chmod 700 it or remove it", dir, (unsigned)(st.st_mode & 0777));
-        return NOTIFY_STATUS_SERVER_NOT_FOUND;
-    }
-    return NOTIFY_STATUS_OK;
+    else if (S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !S_ISLNK(st.st_mode))
+        cn_set_error("refusing runtime directory %s: others can write to it (mode %03o); chmod 700 it or remove it",
+                     dir, (unsigned)(st.st_mode & 0777));
+    else
+        cn_set_error("refusing runtime directory %s: %s", dir, why);
+    /* Not SERVER_NOT_FOUND: a refused directory is not a stopped bus (--bus-stop must say so). */
+    return NOTIFY_STATUS_FAILED;
 }
 
-uint32_t cn_embedded_runtime_dir(char *out, size_t len) {
+/* /tmp/darwin-notify-<uid> was made by someone else (or is a link, or a file): sticky /tmp lets
+ * us neither use nor remove it. Our own /tmp/darwin-notify-<uid>.XXXXXX is used instead, the
+ * first valid one in byte order, so every process of ours finds the same; made if there is none
+ * and `create`. 1 if `out` names one, else 0. */
+static int fallback_runtime_dir(const char *primary, int create, char *out, size_t len) {
+    char prefix[64];
+    const char *base = strrchr(primary, '/') + 1;
+    int plen = snprintf(prefix, sizeof prefix, "%s.", base);
+    char best[NAME_MAX + 1] = "";
+    DIR *d = opendir("/tmp");
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));) {
+            struct stat st;
+            if (strncmp(e->d_name, prefix, (size_t)plen) != 0 || (best[0] && strcmp(e->d_name, best) >= 0)) continue;
+            if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !private_dir_problem(&st))
+                snprintf(best, sizeof best, "%s", e->d_name);
+        }
+        closedir(d);
+    }
+    if (best[0]) {
+        snprintf(out, len, "/tmp/%s", best);
+        return 1;
+    }
+    if (!create) return 0;
+    snprintf(out, len, "%s.XXXXXX", primary);
+    if (!mkdtemp(out)) return 0;
+    return fallback_runtime_dir(primary, 0, out, len); /* another process of ours may have made one too */
+}
+
+uint32_t cn_embedded_runtime_dir(char *out, size_t len, int create) {
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     int n;
     if (xdg && xdg[0] == '/') {
@@ -171,15 +204,30 @@ uint32_t cn_embedded_runtime_dir(char *out, size_t len) {
     } else {
         n = snprintf(out, len, "/tmp/darwin-notify-%u", (unsigned)geteuid());
     }
-    if (n < 0 || (size_t)n >= len || (size_t)n > sizeof(((struct sockaddr_un *)0)->sun_path) - 8) {
+    if (n < 0 || (size_t)n + 8 >= len || (size_t)n > sizeof(((struct sockaddr_un *)0)->sun_path) - 16) {
         cn_set_error("runtime directory path is too long for a unix socket");
-        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+        return NOTIFY_STATUS_FAILED;
     }
-    if (mkdir(out, 0700) != 0 && errno != EEXIST) {
+    if (create && mkdir(out, 0700) != 0 && errno != EEXIST) {
         cn_set_error("cannot create runtime directory %s: %s", out, strerror(errno));
-        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+        return NOTIFY_STATUS_FAILED;
     }
-    return check_private_dir(out);
+    struct stat st;
+    if (lstat(out, &st) != 0 && errno == ENOENT && !create) return NOTIFY_STATUS_OK; /* a query creates nothing */
+    uint32_t rc = check_private_dir(out);
+    if (rc == NOTIFY_STATUS_OK || (xdg && xdg[0] == '/')) return rc;
+    if (lstat(out, &st) == 0 && st.st_uid == geteuid() && S_ISDIR(st.st_mode)) return rc; /* ours: chmod 700 fixes it */
+    /* Taken in /tmp by someone else: our own beside it. */
+    char primary[PATH_MAX];
+    snprintf(primary, sizeof primary, "%s", out);
+    if (!fallback_runtime_dir(primary, create, out, len)) {
+        if (!create) { snprintf(out, len, "%s", primary); return NOTIFY_STATUS_OK; } /* nothing of ours runs */
+        cn_set_error("%s is taken by another user and %s.XXXXXX cannot be made: %s", primary, primary, strerror(errno));
+        return NOTIFY_STATUS_FAILED;
+    }
+    cn_clear_error();
+    cn_notice("%s is not ours (%s); using %s instead", primary, private_dir_problem(&st), out);
+    return NOTIFY_STATUS_OK;
 }
 
 /* ---- the embedded daemon ---- */
@@ -317,8 +365,8 @@ static uint32_t spawn_daemon(const char *dir, const char *sock) {
     return NOTIFY_STATUS_OK;
 }
 
-static uint32_t embedded_paths(char *dir, size_t dlen, char *sock, size_t slen) {
-    uint32_t st = cn_embedded_runtime_dir(dir, dlen);
+static uint32_t embedded_paths(char *dir, size_t dlen, char *sock, size_t slen, int create) {
+    uint32_t st = cn_embedded_runtime_dir(dir, dlen, create);
     if (st != NOTIFY_STATUS_OK) return st;
     snprintf(sock, slen, "%s/bus", dir);
     return NOTIFY_STATUS_OK;
@@ -397,7 +445,7 @@ static int lock_starters(const char *dir) {
 
 uint32_t cn_embedded_ensure(char **out_address) {
     char dir[PATH_MAX], sock[PATH_MAX + 8];
-    uint32_t st = embedded_paths(dir, sizeof dir, sock, sizeof sock);
+    uint32_t st = embedded_paths(dir, sizeof dir, sock, sizeof sock, 1);
     if (st != NOTIFY_STATUS_OK) return st;
     if (!socket_answers(sock)) {
         int lfd = lock_starters(dir);
@@ -423,6 +471,7 @@ static void copy_out(char *out, size_t len, const char *s) {
 }
 
 uint32_t CNotify_embedded_bus_start(char *out_address, size_t out_len) {
+    cn_clear_error();
     char *addr = NULL;
     uint32_t st = cn_embedded_ensure(&addr);
     if (st == NOTIFY_STATUS_OK) copy_out(out_address, out_len, addr);
@@ -433,8 +482,13 @@ uint32_t CNotify_embedded_bus_start(char *out_address, size_t out_len) {
 uint32_t CNotify_embedded_bus_stop(void) {
     cn_clear_error();
     char dir[PATH_MAX], sock[PATH_MAX + 8];
-    uint32_t st = embedded_paths(dir, sizeof dir, sock, sizeof sock);
+    uint32_t st = embedded_paths(dir, sizeof dir, sock, sizeof sock, 0);
     if (st != NOTIFY_STATUS_OK) return st;
+    struct stat exists;
+    if (lstat(dir, &exists) != 0) { /* never made: nothing runs, and a stop creates nothing */
+        cn_set_error("the embedded bus is not running (%s)", sock);
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
     /* Under the starters' lock: a client that lost the bus and wants it back waits until the old
      * daemon is gone and its socket removed, then starts one daemon; we never remove a socket that
      * a new daemon made (which left that daemon unreachable, and the next client started a second). */
@@ -457,9 +511,10 @@ uint32_t CNotify_embedded_bus_stop(void) {
 }
 
 uint32_t CNotify_embedded_bus_status(int *running, char *out_address, size_t out_len, char *out_dir, size_t dir_len) {
+    cn_clear_error();
     char dir[PATH_MAX], sock[PATH_MAX + 8];
     if (running) *running = 0;
-    uint32_t st = embedded_paths(dir, sizeof dir, sock, sizeof sock);
+    uint32_t st = embedded_paths(dir, sizeof dir, sock, sizeof sock, 0); /* a query creates nothing */
     if (st != NOTIFY_STATUS_OK) return st;
     copy_out(out_dir, dir_len, dir);
     char addr[PATH_MAX + 32];
@@ -479,7 +534,7 @@ uint32_t CNotify_default_bus(char *out_scope, size_t scope_len, char *out_addres
     copy_out(out_scope, scope_len, env && env[0] ? "DARWIN_NOTIFY_BUS" : kind == CN_BUS_EMBEDDED ? "embedded" : "system");
     if (kind == CN_BUS_EMBEDDED) {
         char dir[PATH_MAX], sock[PATH_MAX + 8];
-        if ((st = embedded_paths(dir, sizeof dir, sock, sizeof sock)) != NOTIFY_STATUS_OK) return st;
+        if ((st = embedded_paths(dir, sizeof dir, sock, sizeof sock, 0)) != NOTIFY_STATUS_OK) return st;
         char addr[PATH_MAX + 32];
         snprintf(addr, sizeof addr, "unix:path=%s", sock);
         copy_out(out_address, address_len, addr);

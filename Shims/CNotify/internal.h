@@ -181,7 +181,8 @@ typedef enum { CN_BUS_ADDRESS, CN_BUS_EMBEDDED } cn_bus_kind;
 uint32_t cn_resolve_bus(const char *spec, cn_bus_kind *kind, char **out_address);
 /* Makes sure the embedded dbus-daemon runs (starting it under a lock) and returns its address. */
 uint32_t cn_embedded_ensure(char **out_address);
-uint32_t cn_embedded_runtime_dir(char *out, size_t len);
+/* `create` 0: a query, which makes nothing (a missing directory is returned as it would be). */
+uint32_t cn_embedded_runtime_dir(char *out, size_t len, int create);
 /* The system-wide state directory and the system bus's address. */
 const char *cn_system_state_dir(void);
 const char *cn_system_bus_address(void);

@@ -45,7 +45,7 @@ static uint32_t state_dir_path(const char *spec, char *out, size_t len, cn_state
     if (rc != NOTIFY_STATUS_OK) return rc;
     if (kind == CN_BUS_EMBEDDED) {
         char runtime[PATH_MAX];
-        if ((rc = cn_embedded_runtime_dir(runtime, sizeof runtime)) != NOTIFY_STATUS_OK) return rc;
+        if ((rc = cn_embedded_runtime_dir(runtime, sizeof runtime, 1)) != NOTIFY_STATUS_OK) return rc;
         snprintf(out, len, "%s/state", runtime);
         *place = CN_STATE_PRIVATE;
         return NOTIFY_STATUS_OK;

@@ -135,6 +135,38 @@ extension IntegrationSuites {
             #expect(scans == 1, "\(scans) scans for 200 gets")
         }
 
+        @Test("another user's /tmp/darwin-notify-N (a directory or a link) does not keep N off its embedded bus (item 5)")
+        func squattedRuntimeDirectory() throws {
+            let n = SystemLikeBus.third
+            let primary = "/tmp/darwin-notify-\(n)"
+            removeAll(matching: primary)
+            defer {
+                _ = try? runAs(n, "notifyutil", ["--bus-stop"], environment: [:])
+                removeAll(matching: primary)
+            }
+            // A status query creates nothing (issue 20 item 4).
+            #expect(try runAs(n, "notifyutil", ["--bus-status"], environment: [:]).status == 3)
+            #expect(!FileManager.default.fileExists(atPath: primary))
+            for squat in [["/bin/mkdir", "-m", "0777", primary], ["/bin/ln", "-s", "/tmp", primary]] {
+                removeAll(matching: primary)
+                #expect(try runAs(SystemLikeBus.nobody, squat[0], Array(squat.dropFirst()), environment: [:]).status == 0)
+                let started = try runAs(n, "notifyutil", ["--bus-start"], environment: [:])
+                #expect(started.status == 0 && started.out.hasPrefix("unix:path=\(primary)."), "\(started.out) \(started.err)")
+                #expect(started.err.contains("using \(primary)."), "\(started.err)")
+                let posted = try runAs(n, "notifyutil", ["-v", "-1", "com.example.squat", "-p", "com.example.squat"], environment: [:])
+                #expect(posted.status == 0 && posted.out.contains("com.example.squat"), "\(posted.out) \(posted.err)")
+                let status = try runAs(n, "notifyutil", ["--bus-status"], environment: [:])
+                #expect(status.status == 0 && status.out.hasPrefix("running unix:path=\(primary)."), "\(status.out)")
+                #expect(try runAs(n, "notifyutil", ["--bus-stop"], environment: [:]).status == 0)
+            }
+            // Our own directory that others may write to is refused, and --bus-stop says so.
+            removeAll(matching: primary)
+            #expect(try runAs(n, "/bin/mkdir", ["-m", "0777", primary], environment: [:]).status == 0)
+            chmod(primary, 0o777)
+            let stop = try runAs(n, "notifyutil", ["--bus-stop"], environment: [:])
+            #expect(stop.status != 0 && stop.err.contains("others can write"), "\(stop.status) \(stop.out) \(stop.err)")
+        }
+
         private func removeAll(matching path: String) {
             let parent = (path as NSString).deletingLastPathComponent, base = (path as NSString).lastPathComponent
             for entry in (try? FileManager.default.contentsOfDirectory(atPath: parent)) ?? [] where entry == base || entry.hasPrefix(base + ".") {
