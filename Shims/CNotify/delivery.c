@@ -41,6 +41,25 @@ int cn_in_delivery(CNotify_center *c) { return tl_delivering == c; }
 
 /* ---- sequence numbers of received posts ---- */
 
+/* What one sender may still add to `gaps`, kept in the same map under "sender\n" (no name is
+ * empty): every sender starts with CN_GAP_SENDER_MAX, so whatever numbers it sends, on however
+ * many names, it adds no more than that (until the map is cleared at its bound, which takes
+ * CN_MAP_BOUND new keys). */
+static uint64_t take_gap_budget(CNotify_center *c, const char *sender, size_t ls, uint64_t lost) {
+    char key[256 + 2];
+    if (ls + 2 > sizeof key) return 0;
+    memcpy(key, sender, ls);
+    key[ls] = '\n';
+    key[ls + 1] = '\0';
+    void **slot = cn_map_upsert(&c->delivery.last_seq, key);
+    if (!slot) return 0;
+    uint64_t spent = (uintptr_t)*slot;
+    uint64_t left = spent >= CN_GAP_SENDER_MAX ? 0 : CN_GAP_SENDER_MAX - spent;
+    uint64_t take = lost < left ? lost : left;
+    *slot = (void *)(uintptr_t)(spent + take);
+    return take;
+}
+
 /* Posts are numbered per (sender, name); a jump means the bus dropped some on the way to us. */
 static void track_sequence(CNotify_center *c, const char *sender, const char *name, uint64_t seq) {
     if (!sender) return;
@@ -54,14 +73,16 @@ static void track_sequence(CNotify_center *c, const char *sender, const char *na
     void **slot = cn_map_upsert(&c->delivery.last_seq, key);
     if (!slot) return;
     uint64_t last = (uintptr_t)*slot;
-    /* A jump forward by more than one is that many lost, up to a bound: the number is the
-     * sender's word, and a forged 2^64-1 must not count as 2^64 losses. A jump back is a new
-     * numbering (the sender reconnected), not a loss. */
+    *slot = (void *)(uintptr_t)seq;
+    /* A jump forward by more than one is that many lost, up to a bound per jump and per sender:
+     * the number is the sender's word, and a forged 2^64-1, or 1 and 2^20+2 alternating, must
+     * not count without end. A jump back is a new numbering (the sender reconnected), not a loss. */
     if (last && seq > last && seq - last > 1) { /* not seq > last + 1: last may be 2^64-1 */
         uint64_t lost = seq - last - 1;
-        atomic_fetch_add(&c->counters.gaps, lost > CN_GAP_JUMP_MAX ? CN_GAP_JUMP_MAX : lost);
+        if (lost > CN_GAP_JUMP_MAX) lost = CN_GAP_JUMP_MAX;
+        lost = take_gap_budget(c, sender, ls, lost);
+        if (lost) atomic_fetch_add(&c->counters.gaps, lost);
     }
-    *slot = (void *)(uintptr_t)seq;
 }
 
 void cn_delivery_reset_sequences(CNotify_center *c) { cn_map_clear(&c->delivery.last_seq, NULL); }

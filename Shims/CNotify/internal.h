@@ -123,6 +123,8 @@ void cn_map_clear(cn_map *m, void (*free_value)(void *));
 /* A post may add at most this many to `gaps` (a forged or restarted sequence must not count
  * 2^64 losses); a jump back is a new numbering, not a loss. */
 #define CN_GAP_JUMP_MAX (1u << 20)
+/* ... and one sender (one connection) at most this many in all, whatever it sends. */
+#define CN_GAP_SENDER_MAX (1u << 22)
 _Static_assert(sizeof CN_BUCKET_PREFIX - 1 + 3 < CN_BUCKET_INTERFACE_LEN, "a bucket interface fits its buffer");
 _Static_assert(CN_BUCKET_MASK == 4095u, "4096 buckets: three hex digits");
 

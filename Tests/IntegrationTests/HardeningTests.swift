@@ -49,6 +49,20 @@ extension IntegrationSuites {
             _ = try observer.waitForExit()
         }
 
+        @Test("one sender alternating sequence 1 and 2^20+2 adds at most 2^22 to gaps in all (issue 19 item 13)")
+        func alternatingSequencesAreBoundedPerSender() throws {
+            let observer = try ChildProcess("cnotify-probe", ["stats", "seq.alt"], environment: bus.environment, stdin: true)
+            try observer.waitForLine("ready")
+            let values = (0 ..< 2000).map { $0 % 2 == 0 ? "1" : "\((1 << 20) + 2)" }
+            let forged = try run("cnotify-probe", ["forge-seq", "seq.alt"] + values, environment: bus.environment)
+            #expect(forged.status == 0, "\(forged)")
+            let last = try observer.waitForLine(timeout: 60) { $0.hasPrefix("seq.alt delivered=2000 ") }
+            let gaps = UInt64(last.split(separator: "=").last ?? "") ?? .max
+            #expect(gaps <= 1 << 22, "\(last)") // before: 1,000 jumps of 2^20 = 1,048,576,000
+            observer.closeStdin()
+            _ = try observer.waitForExit()
+        }
+
         @Test("a poster faster than a stopped bus is refused with a clear error, its memory bounded; nothing accepted is lost")
         func outgoingQueueIsBounded() throws {
             let observer = try ChildProcess("cnotify-probe", ["count", "flood.cap"], environment: bus.environment, stdin: true)
