@@ -25,6 +25,42 @@ public struct MonitoredPost: Sendable, Equatable {
     /// Posted by a DarwinNotify client (its bucket interface and a sequence), or by another
     /// D-Bus client (dbus-send, gdbus) on the plain interface.
     public let ours: Bool
+    /// Why every DarwinNotify receiver drops this post, as the library counts it in `rejected`;
+    /// nil when receivers deliver it. "self" (a `self.` name never comes from the bus) or
+    /// "uid" (a `user.uid.N` name from a sender the bus says is neither N nor root, or gone
+    /// before it could be asked and with no credential).
+    public var rejected: String? = nil
+
+    public init(time: Double, name: String, sender: String, pid: UInt32?, uid: UInt32?, sequence: UInt64?, gap: UInt64,
+                ours: Bool, rejected: String? = nil) {
+        self.time = time
+        self.name = name
+        self.sender = sender
+        self.pid = pid
+        self.uid = uid
+        self.sequence = sequence
+        self.gap = gap
+        self.ours = ours
+        self.rejected = rejected
+    }
+
+    /// `name` for a terminal: any other process chooses it, so control characters (C0, DEL, C1)
+    /// and the backslash are written `\xHH` and cannot move the cursor, clear the screen or
+    /// forge a line.
+    public static func printable(_ name: String) -> String {
+        // The common case (nothing to escape) costs one pass over the bytes.
+        if !name.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == 0x5C || $0 == 0xC2 }) { return name }
+        var out = ""
+        for scalar in name.unicodeScalars {
+            switch scalar.value {
+            case 0x00 ..< 0x20, 0x7F ... 0x9F, 0x5C:
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                out += "\\x" + (hex.count < 2 ? "0" : "") + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
 
     /// Seconds since 1970 with six decimals.
     var when: String {
@@ -33,12 +69,15 @@ public struct MonitoredPost: Sendable, Equatable {
         return "\(micros / 1_000_000)." + String(repeating: "0", count: 6 - fraction.count) + fraction
     }
 
-    /// The text line: `<time> <name> sender=<:1.n> pid=<pid> uid=<uid> seq=<n> [gap=<k>] <darwin-notify|foreign>`.
+    /// The text line: `<time> <name> sender=<:1.n> pid=<pid> uid=<uid> seq=<n> [gap=<k>] <darwin-notify|foreign> [rejected=<why>]`,
+    /// the name escaped (`printable`).
     public var line: String {
-        var text = "\(when) \(name) sender=\(sender) pid=\(pid.map(String.init) ?? "-") uid=\(uid.map(String.init) ?? "-")"
+        var text = "\(when) \(MonitoredPost.printable(name)) sender=\(sender) pid=\(pid.map(String.init) ?? "-") uid=\(uid.map(String.init) ?? "-")"
         text += " seq=\(sequence.map(String.init) ?? "-")"
         if gap > 0 { text += " gap=\(gap)" }
-        return text + (ours ? " darwin-notify" : " foreign")
+        text += ours ? " darwin-notify" : " foreign"
+        if let rejected { text += " rejected=\(rejected)" }
+        return text
     }
 
     /// One JSON object.
@@ -53,7 +92,7 @@ public struct MonitoredPost: Sendable, Equatable {
                 case "\r": out += "\\r"
                 case "\t": out += "\\t"
                 default:
-                    if scalar.value < 0x20 {
+                    if scalar.value < 0x20 || (0x7F ... 0x9F).contains(scalar.value) {
                         let hex = String(scalar.value, radix: 16)
                         out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
                     } else {
@@ -67,16 +106,27 @@ public struct MonitoredPost: Sendable, Equatable {
             "\"time\":\(when)", "\"name\":\(quoted(name))", "\"sender\":\(quoted(sender))",
             "\"pid\":\(pid.map(String.init) ?? "null")", "\"uid\":\(uid.map(String.init) ?? "null")",
             "\"seq\":\(sequence.map(String.init) ?? "null")", "\"gap\":\(gap)", "\"client\":\(ours ? "\"darwin-notify\"" : "\"foreign\"")",
+            "\"rejected\":\(rejected.map(quoted) ?? "null")",
         ]
         return "{" + fields.joined(separator: ",") + "}"
     }
 }
 
-/// Watches every post on one bus until it goes away.
+/// Watches every post on one bus; when the bus goes away, reconnects with backoff (as every
+/// registration of the library does) and says so.
 public final class BusMonitor {
-    private let connection: OpaquePointer
+    private var connection: OpaquePointer
+    private let bus: String?
     private var credentials: [String: (pid: UInt32?, uid: UInt32?)] = [:]
+    /// Keyed by sender and a 128-bit hash of the name (never the name: another process chooses
+    /// its size), so what is kept is bounded in bytes: at most `maxKept` entries of under 300 bytes.
     private var lastSequence: [String: UInt64] = [:]
+    /// What each sender may still add to gaps (the library's bound: CN_GAP_SENDER_MAX).
+    private var gapBudget: [String: UInt64] = [:]
+    static let maxKept = 16384
+    /// As the library: one jump counts at most 2^20, one sender at most 2^22 in all.
+    static let gapJumpMax: UInt64 = 1 << 20
+    static let gapSenderMax: UInt64 = 1 << 22
 
     private static let typeString = Int32(UInt8(ascii: "s"))
     private static let typeUInt64 = Int32(UInt8(ascii: "t"))
@@ -88,6 +138,11 @@ public final class BusMonitor {
 
     /// Connects to `bus` (an address, or nil: the default bus, as `NotifyCenter.default` uses).
     public init(bus: String?) throws {
+        self.bus = bus
+        connection = try BusMonitor.connect(bus)
+    }
+
+    private static func connect(_ bus: String?) throws -> OpaquePointer {
         let address = try EmbeddedBus.resolvedAddress(of: bus)
         var error = DBusError()
         dbus_error_init(&error)
@@ -108,7 +163,7 @@ public final class BusMonitor {
             dbus_connection_unref(connection)
             throw NotifyError(code: .failed, message: "the bus at \(address) refused the monitor's match rule: \(BusMonitor.text(error))")
         }
-        self.connection = connection
+        return connection
     }
 
     deinit {
@@ -116,15 +171,46 @@ public final class BusMonitor {
         dbus_connection_unref(connection)
     }
 
-    /// Calls `report` for each post, in arrival order, until the bus goes away (then throws).
-    public func run(_ report: (MonitoredPost) -> Void) throws {
-        while dbus_connection_read_write(connection, -1) != 0 {
-            while let message = dbus_connection_pop_message(connection) {
-                defer { dbus_message_unref(message) }
-                if let post = describe(message) { report(post) }
+    /// Calls `report` for each post, in arrival order. When the bus goes away it tells `notice`,
+    /// reconnects with backoff (0.1 s doubling to 5 s), and tells `notice` again; it returns
+    /// only by throwing, when `maxReconnectAttempts` (nil: no limit) attempts in a row failed.
+    public func run(maxReconnectAttempts: Int? = nil, notice: (String) -> Void = { _ in },
+                    _ report: (MonitoredPost) -> Void) throws {
+        while true {
+            while dbus_connection_read_write(connection, -1) != 0 {
+                while let message = dbus_connection_pop_message(connection) {
+                    defer { dbus_message_unref(message) }
+                    if let post = describe(message) { report(post) }
+                }
             }
+            notice("the bus went away; reconnecting")
+            try reconnect(maxAttempts: maxReconnectAttempts)
+            notice("reconnected; posts made while the bus was away were not seen")
         }
-        throw NotifyError(code: .serverNotFound, message: "the bus went away")
+    }
+
+    private func reconnect(maxAttempts: Int?) throws {
+        var delay: UInt32 = 100_000
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                let fresh = try BusMonitor.connect(bus)
+                dbus_connection_close(connection)
+                dbus_connection_unref(connection)
+                connection = fresh
+                // A restarted daemon hands out the same unique names again: nothing learnt
+                // about a sender of the old one holds.
+                credentials.removeAll()
+                lastSequence.removeAll()
+                gapBudget.removeAll()
+                return
+            } catch {
+                if let maxAttempts, attempt >= maxAttempts { throw error }
+            }
+            usleep(delay)
+            delay = min(delay * 2, 5_000_000)
+        }
     }
 
     private func describe(_ message: OpaquePointer) -> MonitoredPost? {
@@ -148,21 +234,38 @@ public final class BusMonitor {
         let sender = dbus_message_get_sender(message).map { String(cString: $0) } ?? "?"
         var gap: UInt64 = 0
         if let sequence {
-            let key = sender + "\n" + name
-            if lastSequence.count > 65536 { lastSequence.removeAll() }
-            if let last = lastSequence[key], sequence > last, sequence - last > 1 { gap = sequence - last - 1 }
+            var hash = [CChar](repeating: 0, count: 33)
+            CNotify_state_file_name(name, &hash)
+            let key = sender + "\n" + BusMonitor.decode(hash)
+            if lastSequence.count >= BusMonitor.maxKept { lastSequence.removeAll(); gapBudget.removeAll() }
+            if let last = lastSequence[key], sequence > last, sequence - last > 1 {
+                let left = gapBudget[sender, default: BusMonitor.gapSenderMax]
+                gap = min(sequence - last - 1, BusMonitor.gapJumpMax, left)
+                gapBudget[sender] = left - gap
+            }
             lastSequence[key] = sequence
         }
-        if credentials.count > 65536 { credentials.removeAll() } // bounded, as the C core's per-sender tables
+        if credentials.count >= BusMonitor.maxKept { credentials.removeAll() } // bounded, as the C core's per-sender tables
         let who = credentials[sender] ?? askCredentials(of: sender)
         credentials[sender] = who
         var bucket = [CChar](repeating: 0, count: 32)
         CNotify_bucket_interface(name, &bucket)
-        let ours = sequence != nil && interface == String(cString: bucket)
+        let ours = sequence != nil && interface == BusMonitor.decode(bucket)
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
+        var rejected: String?
+        var owner: UInt32 = 0
+        if name.hasPrefix("self.") {
+            rejected = "self"
+        } else if CNotify_name_restricted_uid(name, &owner) == 1 {
+            // As receivers judge it: by the bus's word on the sender while it is connected; a
+            // sender already gone is proven only by a credential (a descriptor, 'h').
+            let hasCredential = dbus_message_get_signature(message).map { String(cString: $0).contains("h") } ?? false
+            if let uid = who.uid { if uid != owner && uid != 0 { rejected = "uid" } }
+            else if !hasCredential { rejected = "uid" }
+        }
         return MonitoredPost(time: Double(now.tv_sec) + Double(now.tv_nsec) / 1e9, name: name, sender: sender,
-                             pid: who.pid, uid: who.uid, sequence: sequence, gap: gap, ours: ours)
+                             pid: who.pid, uid: who.uid, sequence: sequence, gap: gap, ours: ours, rejected: rejected)
     }
 
     /// GetConnectionCredentials: ProcessID and UnixUserID; nils once the sender has gone.
@@ -203,6 +306,10 @@ public final class BusMonitor {
             dbus_message_iter_next(&entries)
         }
         return (pid, uid)
+    }
+
+    private static func decode(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     private static func text(_ error: DBusError) -> String {

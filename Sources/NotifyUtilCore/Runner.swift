@@ -57,7 +57,7 @@ public final class Runner: Sendable {
                 case .monitor:
                     let monitor = try BusMonitor(bus: invocation.bus)
                     if !invocation.json { err("notifyutil: monitoring every post on the bus (Ctrl-C to stop)\n") }
-                    try monitor.run { post in out((invocation.json ? post.json : post.line) + "\n") }
+                    try monitor.run(notice: { err("notifyutil: \($0)\n") }) { post in out((invocation.json ? post.json : post.line) + "\n") }
                 case .waitNamespace(let namespace, let count):
                     try queue.sync { try registerNamespace(namespace, count: count, center: getCenter()) }
                 case .wait(let name, let count, let delivery):

@@ -147,6 +147,38 @@ int cmd_forge_seq(int argc, char **argv) {
     return 0;
 }
 
+/* forge-huge COUNT BYTES: posts COUNT distinct names of BYTES bytes each (the plain interface,
+ * a sequence), as any process on the bus could: a monitor must not keep them. */
+int cmd_forge_huge(int argc, char **argv) {
+    if (argc < 2) return fail("usage: forge-huge COUNT BYTES", NOTIFY_STATUS_INVALID_REQUEST);
+    long count = strtol(argv[0], NULL, 10), bytes = strtol(argv[1], NULL, 10);
+    if (count < 1 || bytes < 16 || bytes > (64L << 20)) return fail("1+ names of 16 bytes to 64 MiB", NOTIFY_STATUS_INVALID_REQUEST);
+    DBusConnection *conn = raw_connect();
+    if (!conn) return 1;
+    dbus_connection_set_max_message_size(conn, 128L << 20);
+    char *name = malloc((size_t)bytes + 1);
+    if (!name) return fail("malloc", NOTIFY_STATUS_FAILED);
+    memset(name, 'n', (size_t)bytes);
+    name[bytes] = '\0';
+    for (long i = 0; i < count; i++) {
+        snprintf(name, 16, "huge.%08ld", i);
+        name[13] = 'n'; /* snprintf's NUL: the name goes on */
+        dbus_uint64_t seq = 1;
+        const char *arg = name;
+        DBusMessage *m = dbus_message_new_signal("/org/darwinnotify", "org.darwinnotify.Notify", "Post");
+        int ok = m && dbus_message_append_args(m, DBUS_TYPE_STRING, &arg, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_INVALID) &&
+                 dbus_connection_send(conn, m, NULL);
+        if (m) dbus_message_unref(m);
+        dbus_connection_flush(conn);
+        if (!ok) return fail("send", NOTIFY_STATUS_FAILED);
+    }
+    free(name);
+    out("sent %ld", count);
+    dbus_connection_close(conn);
+    dbus_connection_unref(conn);
+    return 0;
+}
+
 /* replay NAME: listens for NAME's posts and sends the first one that carries a credential again,
  * the same arguments and the same descriptor, from this connection: what someone who receives a
  * legitimate restricted post could try. Prints "replayed" and exits. */

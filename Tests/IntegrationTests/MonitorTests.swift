@@ -52,5 +52,86 @@ extension IntegrationSuites {
             let down = try run("notifyutil", ["--bus", "unix:path=/nonexistent/darwin-notify-monitor", "--monitor"])
             #expect(down.status == 1 && down.err.contains("cannot reach the bus"), "\(down)")
         }
+    
+        @Test("a name's control characters cannot reach the watcher's terminal (issue 19 item 7)")
+        func controlCharactersAreEscaped() throws {
+            let monitor = try ChildProcess("notifyutil", ["--monitor"], environment: bus.environment)
+            defer { monitor.kill() }
+            try monitor.waitForStderr("monitoring every post")
+            let evil = "x\u{1b}[2Jy\nforged 1.0 line\u{9b}z\\"
+            try repeatUntil("the monitor to see the escaped name", action: {
+                try notifyutilPost([evil], bus: bus)
+            }, done: { monitor.stdout.contains(" x\\x1B[2Jy\\x0Aforged 1.0 line\\x9Bz\\x5C sender=") })
+            #expect(!monitor.stdout.contains("\u{1b}") && !monitor.stdout.contains("\u{9b}"), "\(monitor.stdout)")
+            #expect(!monitor.lines.contains { $0.hasPrefix("forged") }, "\(monitor.lines)")
+        }
+
+        @Test("posts every receiver drops are marked as such: self. names, user.uid.N from another uid (issue 19 item 8)")
+        func rejectedPostsAreMarked() throws {
+            let monitor = try ChildProcess("notifyutil", ["--monitor", "--json"], environment: bus.environment)
+            defer { monitor.kill() }
+            try repeatUntil("the monitor to see a sentinel", action: {
+                try notifyutilPost(["monitor.sentinel2"], bus: bus)
+            }, done: { monitor.stdout.contains("monitor.sentinel2") })
+            let sent = try run("/usr/bin/dbus-send", ["--bus=\(bus.address)", "--type=signal", "/org/darwinnotify",
+                                                      "org.darwinnotify.Notify.Post", "string:self.forged"])
+            #expect(sent.status == 0)
+            // Root may post any user.uid.N: delivered, so not marked.
+            #expect(try run("/usr/bin/dbus-send", ["--bus=\(bus.address)", "--type=signal", "/org/darwinnotify",
+                                                   "org.darwinnotify.Notify.Post", "string:user.uid.\(geteuid()).mine"]).status == 0)
+            try notifyutilPost(["monitor.after"], bus: bus)
+            try monitor.waitForLine { $0.contains("\"monitor.after\"") }
+            let selfLine = try #require(monitor.lines.first { $0.contains("\"self.forged\"") })
+            #expect(selfLine.contains("\"rejected\":\"self\""), "\(selfLine)")
+            let mine = try #require(monitor.lines.first { $0.contains("user.uid.\(geteuid()).mine") })
+            #expect(mine.contains("\"rejected\":null"), "\(mine)")
+            #expect(monitor.lines.first { $0.contains("\"monitor.after\"") }?.contains("\"rejected\":null") == true)
+            // Another uid's user.uid.0 post, on a bus several users share.
+            guard geteuid() == 0 else { return }
+            let shared = try SystemLikeBus()
+            let watcher = try ChildProcess("notifyutil", ["--monitor"], environment: shared.environment)
+            defer { watcher.kill() }
+            try watcher.waitForStderr("monitoring every post")
+            try repeatUntil("the forged post to be seen", action: {
+                _ = try shared.runAsNobody("/usr/bin/dbus-send", ["--bus=\(shared.address)", "--type=signal", "/org/darwinnotify",
+                                                                 "org.darwinnotify.Notify.Post", "string:user.uid.0.forged"])
+            }, done: { watcher.stdout.contains(" user.uid.0.forged ") })
+            let forged = try #require(watcher.lines.first { $0.contains(" user.uid.0.forged ") })
+            #expect(forged.hasSuffix(" foreign rejected=uid"), "\(forged)")
+        }
+
+        @Test("40 posts with distinct 1 MiB names leave the monitor's memory bounded (issue 19 item 12)",
+              .enabled(if: ProcessInfo.processInfo.environment["DARWIN_NOTIFY_SANITIZER"] == nil, "ASan holds freed memory"))
+        func hugeNamesDoNotAccumulate() throws {
+            let monitor = try ChildProcess("notifyutil", ["--monitor"], environment: bus.environment)
+            defer { monitor.kill() }
+            try monitor.waitForStderr("monitoring every post")
+            let poster = try ChildProcess("cnotify-probe", ["forge-huge", "40", "1048576"], environment: bus.environment)
+            #expect(try poster.waitForExit(timeout: 120) == 0, "\(poster.stderr)")
+            try repeatUntil(timeout: 120, "the sentinel after 40 huge names", action: { try notifyutilPost(["monitor.huge.done"], bus: bus) },
+                            done: { monitor.stdout.contains(" monitor.huge.done ") })
+            #expect(monitor.lines.filter { $0.contains(" sender=") }.count >= 41)
+            let status = try String(contentsOfFile: "/proc/\(monitor.processIdentifier)/status", encoding: .utf8)
+            let rss = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }.flatMap { Int($0.split(separator: " ")[1]) } ?? .max
+            #expect(rss < 25_000, "the monitor holds \(rss) KiB after 40 MiB of names (before the fix: 5 MiB names took it to 230 MB)")
+            #expect(monitor.isRunning)
+        }
+
+        @Test("one jump counts at most 2^20 as in the library, and the monitor reconnects when the bus comes back (issue 20 item 8)")
+        func gapCappedAndReconnects() throws {
+            let monitor = try ChildProcess("notifyutil", ["--monitor", "--json"], environment: bus.environment)
+            defer { monitor.kill() }
+            try repeatUntil("the monitor to see a sentinel", action: {
+                try notifyutilPost(["monitor.sentinel3"], bus: bus)
+            }, done: { monitor.stdout.contains("monitor.sentinel3") })
+            #expect(try run("cnotify-probe", ["forge-seq", "monitor.jump", "1", "2000000"], environment: bus.environment).status == 0)
+            let jump = try monitor.waitForLine { $0.contains("\"monitor.jump\"") && $0.contains("\"seq\":2000000") }
+            #expect(jump.contains("\"gap\":\(1 << 20)"), "\(jump)")
+            try bus.restart()
+            try monitor.waitForStderr("reconnected", timeout: 30)
+            #expect(monitor.isRunning)
+            try repeatUntil("a post after the restart", action: { try notifyutilPost(["monitor.after.restart"], bus: bus) },
+                            done: { monitor.stdout.contains("monitor.after.restart") })
+        }
     }
 }
