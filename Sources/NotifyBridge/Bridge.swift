@@ -21,6 +21,10 @@ public struct BridgeConfiguration: Sendable {
     /// Messages published and not yet acknowledged by the broker, at most; past it, new ones are
     /// dropped and reported (the broker is unreachable or too slow).
     public var queueLimit = 100_000
+    /// Distinct state names imported from the broker, at most: each is a file on this host, and
+    /// any client allowed to publish in an imported namespace could otherwise make unbounded
+    /// files. Past it, states of new names are refused and counted (`states-limited`).
+    public var stateLimit = 10_000
     public var wormholeGroups: [String] = []
     public var wormholeDirectory = "wormhole"
     /// The named queue listener a bridge reads each wormhole queue with.
@@ -46,11 +50,12 @@ public struct BridgeCounters: Sendable, Equatable, CustomStringConvertible {
     public var dropped: UInt64 = 0
     public var refused: UInt64 = 0
     public var invalid: UInt64 = 0
+    public var statesLimited: UInt64 = 0
 
     public var description: String {
         "exported=\(exported) imported=\(imported) states-exported=\(statesExported) states-imported=\(statesImported) "
             + "wormhole-exported=\(wormholeExported) wormhole-imported=\(wormholeImported) duplicates=\(duplicates) "
-            + "dropped=\(dropped) refused=\(refused) invalid=\(invalid)"
+            + "dropped=\(dropped) refused=\(refused) invalid=\(invalid) states-limited=\(statesLimited)"
     }
 }
 
@@ -76,7 +81,10 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     /// The last state value of each name the bridge published or set, so a change it made
     /// itself, seen again by the state watcher, is not published back.
     private let knownStates = Mutex<[String: UInt64]>([:])
+    /// The names whose state was imported (bounded by `stateLimit`).
+    private let importedStateNames = Mutex<Set<String>>([])
     private let connected = Atomic<Bool>(false)
+    private let stopping = Atomic<Bool>(false)
 
     public init(configuration: BridgeConfiguration, reporter: Reporter = Reporter()) throws(BridgeError) {
         self.configuration = configuration
@@ -125,6 +133,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     }
 
     public func stop() {
+        stopping.store(true, ordering: .relaxed)
         client?.stop()
         stateWatcher?.stop()
         for mirror in mirrors { mirror.stop() }
@@ -249,6 +258,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
 
     public func mqttDisconnected(reason: String, refused: Bool) {
         let was = connected.exchange(false, ordering: .relaxed)
+        if stopping.load(ordering: .relaxed) { return } // our own disconnect, at stop: nothing was lost
         let queued = unacknowledged.load(ordering: .relaxed)
         if refused {
             reporter.repeated("refused", "\(reason); retrying with backoff (check --username and the password)")
@@ -275,9 +285,11 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         guard payload.origin != configuration.origin else { return } // our own, handed back
         if let mirror = mirrors.first(where: { topic.hasPrefix($0.topicPrefix) }) {
             importWormhole(mirror, topic: topic, payload: payload)
-        } else if let name = TopicCodec.name(inTopic: topic, root: TopicCodec.postRoot) {
+        } else if topic.hasPrefix(TopicCodec.postRoot + "/") {
+            guard let name = importableName(topic, root: TopicCodec.postRoot) else { return }
             importPost(name, payload, topic: topic)
-        } else if let name = TopicCodec.name(inTopic: topic, root: TopicCodec.stateRoot) {
+        } else if topic.hasPrefix(TopicCodec.stateRoot + "/") {
+            guard let name = importableName(topic, root: TopicCodec.stateRoot) else { return }
             importState(name, payload, topic: topic)
         } else {
             counters.withLock { $0.invalid += 1 }
@@ -285,10 +297,32 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         }
     }
 
+    /// The name a post or state topic carries, when this bridge may import it; otherwise the real
+    /// reason is reported (a bad escape, U+0000, a name the core refuses, another namespace) and nil.
+    private func importableName(_ topic: String, root: String) -> String? {
+        guard let name = TopicCodec.name(inTopic: topic, root: root) else {
+            invalid(topic, "not a name's topic: a bad or non-canonical %XX escape, or not UTF-8 (docs/BRIDGE.md, \"Topics\")")
+            return nil
+        }
+        if name.utf8.contains(0) {
+            invalid(topic, "the name contains U+0000, which no notification name may hold")
+            return nil
+        }
+        let status = CNotify_validate_name(name)
+        if status != 0 {
+            invalid(topic, "the core refuses the name: \(String(cString: CNotify_last_error()))")
+            return nil
+        }
+        guard isImported(name) else {
+            invalid(topic, "'\(name)' is not in an imported namespace")
+            return nil
+        }
+        return name
+    }
+
     private func importPost(_ name: String, _ payload: BridgePayload, topic: String) {
         guard case .post = payload.body else { return invalid(topic, "a post topic carries a \(payload.body.kind)") }
-        guard isImported(name), CNotify_validate_name(name) == 0 else { return invalid(topic, "'\(name)' is not in an imported namespace") }
-        guard accept(payload) else { return }
+        guard accept(payload, topic: topic) else { return }
         guard mayCarry(name, direction: "import") else { return }
         let st = CNotify_center_post(center.cCenter, name)
         if st == 0 {
@@ -303,8 +337,18 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         guard case .state(let value) = payload.body else {
             return invalid(topic, "a state topic carries a \(payload.body.kind), not a state value")
         }
-        guard isImported(name), CNotify_validate_name(name) == 0 else { return invalid(topic, "'\(name)' is not in an imported namespace") }
         guard mayCarry(name, direction: "import") else { return }
+        let admitted = importedStateNames.withLock { names -> Bool in
+            if names.contains(name) { return true }
+            guard names.count < configuration.stateLimit else { return false }
+            names.insert(name)
+            return true
+        }
+        guard admitted else {
+            counters.withLock { $0.statesLimited += 1 }
+            reporter.repeated("state-limit", "did not import the state of \(name): \(configuration.stateLimit) state names were imported already (--state-limit)")
+            return
+        }
         // Recorded first: the state watcher then sees our own write as known, not as news.
         let previous = knownStates.withLock { known in
             defer { known[name] = value }
@@ -325,7 +369,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     private func importWormhole(_ mirror: WormholeMirror, topic: String, payload: BridgePayload) {
         guard case .wormhole(let data) = payload.body else { return invalid(topic, "a wormhole topic carries a \(payload.body.kind)") }
         guard let (kind, identifier) = mirror.parse(topic: topic) else { return invalid(topic, "not a wormhole topic of this group") }
-        if kind == .queue, !accept(payload) { return }
+        if kind == .queue, !accept(payload, topic: topic) { return }
         do {
             if try mirror.store(data, identifier: identifier, kind: kind) { counters.withLock { $0.wormholeImported += 1 } }
         } catch {
@@ -334,8 +378,8 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         }
     }
 
-    private func accept(_ payload: BridgePayload) -> Bool {
-        if dedupe.withLock({ $0.accept(origin: payload.origin, sequence: payload.sequence) }) { return true }
+    private func accept(_ payload: BridgePayload, topic: String) -> Bool {
+        if dedupe.withLock({ $0.accept(origin: payload.origin, topic: topic, sequence: payload.sequence) }) { return true }
         counters.withLock { $0.duplicates += 1 }
         return false
     }

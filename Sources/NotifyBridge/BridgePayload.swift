@@ -89,25 +89,40 @@ public struct BridgePayload: Equatable, Sendable {
     }
 }
 
-/// Drops redeliveries: the last sequence taken from each origin (a bounded table; the oldest
-/// origin is forgotten first, which only lets a very late duplicate of it through).
+/// Drops redeliveries: the last sequence taken from each (origin, topic) pair, in a bounded table
+/// (the oldest pair is forgotten first, which only lets a very late duplicate of it through).
+///
+/// Keyed by topic as well as origin, so a message on one topic cannot raise the floor of another
+/// (docs/BRIDGE.md, "Duplicates": under the documented ACL a client may write only its own
+/// topics). A sequence that is not above the floor is a redelivery only within `window` of it
+/// (2^20, the bound of one jump on the D-Bus side): one further back is a new numbering (a forged
+/// huge number seen before, or an origin that restarted) and is taken, so a forged
+/// 18446744073709551615 mutes nothing.
 public struct Deduplicator: Sendable {
     private var last: [String: UInt64] = [:]
     private var order: [String] = []
+    private var head = 0
     public let capacity: Int
+    public static let window: UInt64 = 1 << 20
 
     public init(capacity: Int = 4096) { self.capacity = capacity }
 
     /// Whether the message is new; records it when it is.
-    public mutating func accept(origin: String, sequence: UInt64) -> Bool {
-        if let seen = last[origin] {
-            guard sequence > seen else { return false }
-            last[origin] = sequence
+    public mutating func accept(origin: String, topic: String, sequence: UInt64) -> Bool {
+        let key = origin + "\n" + topic
+        if let seen = last[key] {
+            if sequence <= seen && seen - sequence < Deduplicator.window { return false }
+            last[key] = sequence
             return true
         }
-        if order.count >= capacity { last[order.removeFirst()] = nil }
-        order.append(origin)
-        last[origin] = sequence
+        if last.count >= capacity {
+            // Forget the oldest pair; the order list is compacted now and then, not per message.
+            while head < order.count, last[order[head]] == nil { head += 1 }
+            if head < order.count { last[order[head]] = nil; head += 1 }
+            if head > capacity { order.removeFirst(head); head = 0 }
+        }
+        order.append(key)
+        last[key] = sequence
         return true
     }
 }

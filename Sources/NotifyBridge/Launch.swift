@@ -18,6 +18,7 @@ public struct BridgeArguments: Sendable {
     public var imports: [String] = []
     public var brokerACLEnforced = false
     public var queueLimit = 100_000
+    public var stateLimit = 10_000
     public var wormholeGroups: [String] = []
     public var wormholeDirectory = "wormhole"
     public var wormholeListener = "notify-bridge"
@@ -54,12 +55,14 @@ public struct BridgeArguments: Sendable {
             throw BridgeError("nothing to carry: give --export, --import or --wormhole")
         }
         guard queueLimit > 0 else { throw BridgeError("--queue-limit must be at least 1") }
+        guard stateLimit > 0 else { throw BridgeError("--state-limit must be at least 1") }
         var configuration = BridgeConfiguration(mqtt: mqtt, origin: Self.newOrigin())
         configuration.bus = bus
         configuration.exports = exports
         configuration.imports = imports
         configuration.brokerACLEnforced = brokerACLEnforced
         configuration.queueLimit = queueLimit
+        configuration.stateLimit = stateLimit
         configuration.wormholeGroups = wormholeGroups
         configuration.wormholeDirectory = wormholeDirectory
         configuration.wormholeListener = wormholeListener

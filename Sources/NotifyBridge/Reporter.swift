@@ -9,7 +9,12 @@ public final class Reporter: Sendable {
     /// this size, so a flood of distinct bad topics cannot grow it without bound (forgetting a
     /// kind only means its next event is reported at once).
     public static let maxKinds = 1024
+    /// At most this many repeated-kind lines a second in all: a flood of distinct bad topics (each
+    /// its own kind) would otherwise still print one line per message.
+    public static let maxLinesPerSecond = 10
     private let lastSummary = Mutex<[String: (count: Int, at: UInt64)]>([:])
+    private struct Window { var start: UInt64 = 0; var lines = 0; var suppressed = 0 }
+    private let window = Mutex(Window())
     private let write: @Sendable (String) -> Void
 
     /// Lines go to `write`; by default to stderr.
@@ -36,6 +41,32 @@ public final class Reporter: Sendable {
             }
             return nil
         }
-        if let count { say(count == 1 ? line() : "\(line()) (\(count) so far)") }
+        guard let count else { return }
+        // The global budget: past it, lines are counted, and the count is said once the second is over.
+        let (allowed, suppressedBefore): (Bool, Int) = window.withLock { w in
+            var before = 0
+            if now - w.start >= 1_000_000_000 {
+                before = w.suppressed
+                w = Window(start: now)
+            }
+            guard w.lines < Reporter.maxLinesPerSecond else {
+                w.suppressed += 1
+                return (false, before)
+            }
+            w.lines += 1
+            return (true, before)
+        }
+        if suppressedBefore > 0 { sayHowManySuppressed(suppressedBefore) }
+        if allowed { say(count == 1 ? line() : "\(line()) (\(count) so far)") }
+    }
+
+    /// Says how many reports the budget held back and not yet said (at exit, or when a flood ends).
+    public func flush() {
+        let pending = window.withLock { w -> Int in defer { w.suppressed = 0 }; return w.suppressed }
+        if pending > 0 { sayHowManySuppressed(pending) }
+    }
+
+    private func sayHowManySuppressed(_ count: Int) {
+        say("\(count) more report\(count == 1 ? "" : "s") held back (more than \(Reporter.maxLinesPerSecond) a second); the counters have them all")
     }
 }

@@ -66,6 +66,9 @@ public enum TopicCodec {
             previous = byte
         }
         guard !out.isEmpty, let text = String(validating: out, as: UTF8.self) else { return nil }
+        // One spelling per name: an escape of a byte that is never escaped (`%2E` for a dot,
+        // `%41` for A) is refused, so two topics never carry one name.
+        guard escape(text, dotsSeparateLevels: true).utf8.elementsEqual(levels.utf8) else { return nil }
         return text
     }
 
@@ -83,7 +86,9 @@ public enum TopicCodec {
                 out.append(byte)
             }
         }
-        return String(validating: out, as: UTF8.self)
+        guard let text = String(validating: out, as: UTF8.self),
+              escape(text, dotsSeparateLevels: false).utf8.elementsEqual(level.utf8) else { return nil }
+        return text
     }
 
     /// The topic of a post of `name`.

@@ -59,6 +59,9 @@ struct NotifyBridgeCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Messages waiting for the broker's acknowledgement, at most; past it, new ones are dropped and reported.", valueName: "count"))
     var queueLimit = 100_000
 
+    @Option(help: ArgumentHelp("Distinct state names imported from the broker, at most (each is a file here); past it, new ones are refused and counted.", valueName: "count"))
+    var stateLimit = 10_000
+
     @Option(name: .customLong("wormhole"),
             help: ArgumentHelp("Mirror this wormhole group (file: retained per identifier; queue: QoS 1). Repeatable.", valueName: "group"))
     var wormholeGroups: [String] = []
@@ -84,6 +87,7 @@ struct NotifyBridgeCommand: ParsableCommand {
         arguments.imports = imports
         arguments.brokerACLEnforced = brokerACLEnforced
         arguments.queueLimit = queueLimit
+        arguments.stateLimit = stateLimit
         arguments.wormholeGroups = wormholeGroups
         arguments.wormholeDirectory = wormholeDirectory
         arguments.wormholeListener = wormholeListener
@@ -109,11 +113,12 @@ enum Signals {
             Foundation.signal(signal, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signal, queue: .main)
             source.setEventHandler {
+                // Stopped first, so nothing the stop itself causes (the broker connection closing)
+                // is reported after the final counters.
+                if signal != SIGUSR1 { bridge.stop() }
+                bridge.reporter.flush()
                 bridge.reporter.say("stats \(bridge.currentCounters)")
-                if signal != SIGUSR1 {
-                    bridge.stop()
-                    Foundation.exit(0)
-                }
+                if signal != SIGUSR1 { Foundation.exit(0) }
             }
             source.resume()
             sources.append(source)

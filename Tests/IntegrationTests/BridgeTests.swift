@@ -279,5 +279,56 @@ extension IntegrationSuites {
             bridge.kill(SIGUSR1)
             try bridge.waitForStderr("duplicates=1 ")
         }
+    
+        @Test("hostile broker clients (issue 19 items 3, 4, 9, 14): a forged sequence mutes nothing, bad names are refused with the real reason, reports are rate-limited, state names are capped")
+        func hostileBrokerClients() throws {
+            let broker = try MosquittoBroker()
+            let host = try TestBus()
+            let bridge = try startBridge(host, broker, ["--import", "com.g", "--state-limit", "3"])
+            let watch = try NamespaceWatcher("com.g", on: host)
+            let publish = { (topic: String, message: String) throws in
+                let result = try run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1", "-t", topic, "-m", message])
+                #expect(result.status == 0, "\(result.err)")
+            }
+            // Item 3: the origin's own post, a forged 2^64-1 on another topic, then its next posts.
+            try publish("darwin-notify/com/g/a", "DNB1 hostA-1 10 post\n")
+            try publish("darwin-notify/com/g/poison", "DNB1 hostA-1 18446744073709551615 post\n")
+            try publish("darwin-notify/com/g/a", "DNB1 hostA-1 11 post\n")
+            try publish("darwin-notify/com/g/poison", "DNB1 hostA-1 12 post\n")
+            // Items 4 and 14: NUL, a name the core refuses (600 bytes), a non-canonical escape.
+            try publish("darwin-notify/com/g/%00", "DNB1 hostA-1 13 post\n")
+            try publish("darwin-notify/com/g/" + String(repeating: "n", count: 600), "DNB1 hostA-1 14 post\n")
+            try publish("darwin-notify/com/g/a%2Eb", "DNB1 hostA-1 15 post\n")
+            try publish("darwin-notify/com/g/end", "DNB1 hostA-1 16 post\n")
+            try watch.waitFor("com.g.end")
+            #expect(watch.names == ["com.g.a", "com.g.poison", "com.g.a", "com.g.poison", "com.g.end"], "\(watch.names)")
+            try bridge.waitForStderr("ignored a message on darwin-notify/com/g/%00: the name contains U+0000")
+            try bridge.waitForStderr("the core refuses the name")
+            try bridge.waitForStderr("ignored a message on darwin-notify/com/g/a%2Eb: not a name's topic")
+            // Item 14: retained states of more names than --state-limit: three imported, the rest counted.
+            for i in 0 ..< 5 {
+                let r = try run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1", "-r",
+                                                           "-t", "darwin-notify-state/com/g/s\(i)", "-m", "DNB1 hostA-1 \(20 + i) state \(i + 1)\n"])
+                #expect(r.status == 0)
+            }
+            try bridge.waitForStderr("3 state names were imported already (--state-limit)")
+            // Item 9: 300 junk messages on 300 topics: a few lines and a count, not 300 lines.
+            let before = bridge.stderr.split(separator: "\n").count
+            let flood = try run("/bin/bash", ["-c", "for i in $(seq 1 300); do /usr/bin/mosquitto_pub -h 127.0.0.1 -p \(broker.port) -q 1 -t darwin-notify/com/g/junk$i -m junk & done; wait"],
+                                timeout: 120)
+            #expect(flood.status == 0)
+            try publish("darwin-notify/com/g/end2", "DNB1 hostA-1 40 post\n")
+            try watch.waitFor("com.g.end2")
+            // Issue 20 item 4: SIGTERM prints the final counters last, with no word of a lost broker after them.
+            bridge.kill(SIGTERM)
+            #expect(try bridge.waitForExit() == 0)
+            let lines = bridge.stderr.split(separator: "\n").map(String.init)
+            let floodLines = lines.count - before
+            #expect(floodLines < 40, "\(floodLines) lines for 300 junk messages: \(lines.suffix(20))")
+            #expect(lines.contains { $0.contains("held back") }, "\(lines.suffix(10))")
+            let last = try #require(lines.last)
+            #expect(last.contains("stats ") && last.contains("states-limited=2") && last.contains("invalid=303 "), "\(last)")
+            #expect(!bridge.stderr.contains("lost the broker"), "\(bridge.stderr)")
+        }
     }
 }
