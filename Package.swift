@@ -59,7 +59,7 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
-        .target(name: "NotifyBridge", dependencies: ["DarwinNotify", "CNotify", "CMosquitto", "Wormhole"]),
+        .target(name: "NotifyBridge", dependencies: ["DarwinNotify", "CNotify", "CDBus", "CMosquitto", "Wormhole"]),
         .executableTarget(
             name: "notify-bridge",
             dependencies: ["NotifyBridge", "DarwinNotify", .product(name: "ArgumentParser", package: "swift-argument-parser")]

@@ -70,6 +70,8 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     private nonisolated(unsafe) var client: MQTTClient!
     private nonisolated(unsafe) var stateWatcher: StateWatcher?
     private nonisolated(unsafe) var mirrors: [WormholeMirror] = []
+    /// The bus name that keeps a second bridge of ours off this bus (BusClaim), held while running.
+    private nonisolated(unsafe) var claim: BusClaim?
 
     /// The publishing side: the sequence and the publish happen under one lock, so the broker
     /// receives messages in sequence order.
@@ -110,6 +112,10 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     // MARK: Starting
 
     public func start() throws(BridgeError) {
+        switch try BusClaim.claim(bus: configuration.bus) {
+        case .claimed(let held): claim = held
+        case .denied(let why): reporter.say(why)
+        }
         let mqttClient: MQTTClient
         do { mqttClient = try MQTTClient(options: configuration.mqtt, delegate: self) } catch {
             throw BridgeError("\(error)")

@@ -330,5 +330,24 @@ extension IntegrationSuites {
             #expect(last.contains("stats ") && last.contains("states-limited=2") && last.contains("invalid=303 "), "\(last)")
             #expect(!bridge.stderr.contains("lost the broker"), "\(bridge.stderr)")
         }
+    
+        @Test("a second bridge of the same user on one bus is refused with a sentence naming the first (issue 19 item 10)")
+        func secondBridgeRefused() throws {
+            let broker = try MosquittoBroker()
+            let host = try TestBus()
+            let first = try startBridge(host, broker, ["--import", "com.two"])
+            for extra in [[], ["--client-id", "another-id"]] {
+                let second = try startBridge(host, broker, ["--import", "com.two"] + extra, waitReady: false)
+                #expect(try second.waitForExit(timeout: 20) != 0)
+                #expect(second.stderr.contains("another notify-bridge (pid \(first.processIdentifier)"), "\(second.stderr)")
+            }
+            #expect(first.isRunning && !first.stderr.contains("connection lost"), "\(first.stderr)")
+            first.kill(SIGTERM)
+            #expect(try first.waitForExit() == 0)
+            // Once the first is gone, a new one starts.
+            let next = try startBridge(host, broker, ["--import", "com.two"])
+            next.kill(SIGTERM)
+            #expect(try next.waitForExit() == 0)
+        }
     }
 }
