@@ -7,7 +7,7 @@ import Synchronization
 /// damaged or lost message, after which the next message can be read.
 private func isTransient(_ result: Result<WormholeMessage, WormholeError>) -> Bool {
     guard case .failure(let error) = result else { return false }
-    return error.code != .corruptMessage && error.code != .messagesLost
+    return error.code != .corruptMessage && error.code != .messagesLost && error.code != .damagedCursor
 }
 
 /// Reads a `MessageSource` on one serial queue and hands each result to its consumer: pushed to

@@ -60,6 +60,8 @@ final class QueueSource: MessageSource {
     private var nextSequence: UInt64
     private var pending: UInt64?
     private var cursorFD: Int32?
+    /// A damaged cursor found when attaching, said by the next `next()` before any message.
+    private var cursorFault: WormholeError?
     /// The queue this source reads: its generation, and its state file held open, whose link
     /// count drops to 0 when someone removes the queue (`rm -rf queues/<id>`) under us.
     private var generation: UInt64
@@ -76,7 +78,7 @@ final class QueueSource: MessageSource {
         nextSequence = state.head
         guard listenerName != nil else { cursorFD = nil; return }
         do {
-            let (fd, saved) = try attachCursor(startingAt: state.tail)
+            let (fd, saved) = try attachCursor(state)
             cursorFD = fd
             nextSequence = saved
         } catch {
@@ -86,11 +88,25 @@ final class QueueSource: MessageSource {
     }
 
     /// Opens and locks this listener's cursor file (one process per name) and returns it with
-    /// its value; a new cursor starts at `start` (everything still kept).
-    private func attachCursor(startingAt start: UInt64) throws(WormholeError) -> (Int32, UInt64) {
+    /// its value; a new cursor starts at the queue's tail (everything still kept). The group may
+    /// write in `.cursors/`, so a cursor is believed only if it is exactly 8 bytes inside
+    /// [tail, head]; otherwise it is reported (`cursorFault`) and started again at the tail.
+    private func attachCursor(_ state: MessageQueue.State) throws(WormholeError) -> (Int32, UInt64) {
         guard let listenerName else { throw WormholeError(.unsupported, "an unnamed listener has no cursor") }
         let path = queue.cursors.appending(listenerName)
-        let fd = try PosixFiles.openControlFile(path, create: true, permissions: queue.layout.filePermissions).rawValue
+        let fd: Int32
+        do {
+            fd = try PosixFiles.openControlFile(path, create: true, permissions: queue.layout.filePermissions).rawValue
+        } catch {
+            // Not ours to open (another member's 0644 file), or not a file at all: `.cursors/` is
+            // not sticky, so it is moved aside and made anew.
+            guard error.code == .unsafeContainer || error.underlying == .errno(.permissionDenied)
+                || error.underlying == .errno(.isDirectory) else { throw error }
+            try moveAside(path, listenerName)
+            fd = try PosixFiles.openControlFile(path, create: true, permissions: queue.layout.filePermissions).rawValue
+            cursorFault = WormholeError(.damagedCursor,
+                "the cursor of listener '\(listenerName)' of '\(queue.identifier)' could not be opened (\(error)); it was moved aside and this listener resumes at the oldest message kept (\(state.tail)): messages may come again")
+        }
         try? PosixFiles.setExactPermissions(FileDescriptor(rawValue: fd), queue.layout.filePermissions)
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let error = errno
@@ -100,13 +116,29 @@ final class QueueSource: MessageSource {
             }
             throw .io("flock \(path)", Errno(rawValue: error))
         }
-        if let saved = QueueCursorFile.read(fd: fd) { return (fd, saved) }
-        guard QueueCursorFile.write(fd: fd, value: start) else {
+        var info = stat()
+        let size = fstat(fd, &info) == 0 ? Int(info.st_size) : -1
+        if size == 8, let saved = QueueCursorFile.read(fd: fd) {
+            if saved <= state.head { return (fd, saved) } // below the tail: next() reports the lost range
+            cursorFault = WormholeError(.damagedCursor,
+                "the cursor of listener '\(listenerName)' of '\(queue.identifier)' was \(saved), past the queue's end (\(state.head)): someone changed it; this listener resumes at the oldest message kept (\(state.tail)): messages may come again")
+        } else if size != 0 {
+            cursorFault = WormholeError(.damagedCursor,
+                "the cursor of listener '\(listenerName)' of '\(queue.identifier)' was \(size) bytes, not 8: someone changed it; this listener resumes at the oldest message kept (\(state.tail)): messages may come again")
+        }
+        guard ftruncate(fd, 8) == 0, QueueCursorFile.write(fd: fd, value: state.tail) else {
             let error = errno
             Glibc.close(fd)
             throw .io("write cursor \(path)", Errno(rawValue: error))
         }
-        return (fd, start)
+        return (fd, state.tail)
+    }
+
+    /// Renames an unusable cursor to `.cursors/.damaged.<name>.<64 random bits>` (names starting
+    /// with a dot are not cursors; nobody can guess the name to have something there first).
+    private func moveAside(_ path: FilePath, _ name: String) throws(WormholeError) {
+        let aside = queue.cursors.appending(".damaged.\(name).\(String(UInt64.random(in: 0 ... .max), radix: 36))")
+        guard Glibc.rename(path.string, aside.string) == 0 else { throw .io("move aside \(path)", Errno(rawValue: errno)) }
     }
 
     /// Whether the queue we read was removed (and maybe made again) since we attached.
@@ -129,7 +161,7 @@ final class QueueSource: MessageSource {
             if listenerName != nil {
                 if let cursorFD { Glibc.close(cursorFD) }
                 cursorFD = nil
-                let (cursor, saved) = try attachCursor(startingAt: state.tail)
+                let (cursor, saved) = try attachCursor(state)
                 cursorFD = cursor
                 resume = max(saved, state.tail)
             }
@@ -143,6 +175,10 @@ final class QueueSource: MessageSource {
     }
 
     func next() -> Result<WormholeMessage, WormholeError>? {
+        if let fault = cursorFault {
+            cursorFault = nil
+            return .failure(fault)
+        }
         if queueWasRemoved { return reattach() }
         do throws(WormholeError) {
             if let result = try queue.read(nextSequence) {

@@ -47,11 +47,16 @@ public struct WormholeError: Error, Equatable, Sendable, CustomStringConvertible
         /// An operation this wormhole's transiting does not offer (`update` without
         /// `.coordinated`, a listener name without `.queue`).
         public static let unsupported = Code(rawValue: 15)
+        /// A named listener's cursor could not be believed: not 8 bytes, past the queue's end, or
+        /// a file it may not open (someone else in the group changed it). Reported once; the
+        /// listener resumes at the oldest message kept, so messages may come again, none is lost.
+        public static let damagedCursor = Code(rawValue: 16)
 
         private static let names: [Int: String] = [
             1: "invalidGroup", 2: "invalidIdentifier", 3: "unsafeContainer", 4: "payloadTooLarge", 5: "invalidJSON",
             6: "corruptMessage", 7: "decodingFailed", 8: "encodingFailed", 9: "diskFull", 10: "queueFull",
             11: "messagesLost", 12: "listenerBusy", 13: "io", 14: "notification", 15: "unsupported",
+            16: "damagedCursor",
         ]
 
         /// The code's name, as in source (`corruptMessage`).

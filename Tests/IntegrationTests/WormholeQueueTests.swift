@@ -81,6 +81,35 @@ extension IntegrationSuites {
             #expect(ephemeral.lines == ["4"])
         }
 
+        @Test("a cursor someone else wrote (2^64-1, 3 or 1008 bytes, a directory) is reported and recovered from, never silent (issue 19 item 6)")
+        func tamperedCursorIsReported() throws {
+            let first = try fixture.listener(["--transiting", "queue", "listen", "group.test", "jobs", "--name", "L1", "--count", "1"])
+            try fixture.cliOK(["--transiting", "queue", "pass", "group.test", "jobs", "0"])
+            #expect(try first.waitForExit() == 0)
+            let found = FileManager.default.enumerator(atPath: fixture.root)?.compactMap { $0 as? String }.first { $0.hasSuffix(".cursors/L1") }
+            let cursor = fixture.root + "/" + (try #require(found))
+            let tamperings: [(String, () throws -> Void, String)] = [
+                ("2^64-1", { try Data(repeating: 0xFF, count: 8).write(to: URL(fileURLWithPath: cursor)) }, "past the queue's end"),
+                ("3 bytes", { try Data([1, 2, 3]).write(to: URL(fileURLWithPath: cursor)) }, "was 3 bytes, not 8"),
+                ("1008 bytes", { try Data(repeating: 0, count: 1008).write(to: URL(fileURLWithPath: cursor)) }, "was 1008 bytes, not 8"),
+                ("a directory", { try FileManager.default.removeItem(atPath: cursor)
+                                  try FileManager.default.createDirectory(atPath: cursor + "/x", withIntermediateDirectories: true) },
+                 "could not be opened"),
+            ]
+            var passed = 1
+            for (what, tamper, said) in tamperings {
+                try fixture.cliOK(["--transiting", "queue", "pass", "group.test", "jobs", "\(passed)"])
+                try tamper()
+                // Resumes at the oldest kept message (what every named listener read is removed, so
+                // here that is the one passed meanwhile).
+                let again = try fixture.listener(["--transiting", "queue", "listen", "group.test", "jobs", "--name", "L1", "--count", "1"])
+                #expect(try again.waitForExit() == 0, "\(what): \(again.stderr)")
+                #expect(again.lines == ["\(passed)"], "\(what): the message passed meanwhile: \(again.lines)")
+                #expect(again.stderr.contains("damagedCursor") && again.stderr.contains(said), "\(what): \(again.stderr)")
+                passed += 1
+            }
+        }
+
         @Test("two processes cannot listen under the same name at once")
         func nameIsExclusive() throws {
             let holder = try fixture.listener(["--transiting", "queue", "listen", "group.test", "jobs", "--name", "only"])
