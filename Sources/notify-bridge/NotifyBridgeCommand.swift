@@ -94,10 +94,15 @@ struct NotifyBridgeCommand: ParsableCommand {
         let bridge: Bridge
         do {
             bridge = try Bridge(configuration: arguments.configuration())
+        } catch {
+            FileHandle.standardError.write(Data("notify-bridge: \(error)\n".utf8))
+            throw ExitCode(64) // the command line itself is wrong
+        }
+        do {
             try bridge.start()
         } catch {
             FileHandle.standardError.write(Data("notify-bridge: \(error)\n".utf8))
-            throw ExitCode(64)
+            throw ExitCode(1) // a right command that cannot run now (another bridge serves the bus, …)
         }
         Signals.install(bridge)
         dispatchMain()
