@@ -38,7 +38,8 @@
  *   [libdbus's connection lock]    (inside libdbus)                               it calls watches.c with it held
  *   watches.lock (watches.c)       the watch and timeout arrays                   never held across a libdbus call
  *   cn_waiter.lock (rules.c)       one AddMatch reply                             taken under link.lock
- *   leaves: delivery.self_lock (the `self.` queue), state.lock (state.c), tok_lock then a token's
+ *   leaves: delivery.self_lock (the `self.` queue), state.lock (state.c; never held across the
+ *   file system: only the cached paths), the notice lock (errors.c), tok_lock then a token's
  *   mu (notify_api.c), a dispatch target's mu (dispatch_api.c). A leaf is never held while
  *   another lock is taken, except tok_lock -> token mu.
  */

@@ -4,17 +4,12 @@
  * small file in the bus's state directory D, so it outlives the process that set it and any
  * restart of the bus, and reading it is an open and a pread with no bus round trip.
  *
- * D may be shared by every user (sticky, 1777). Nothing in it may let one user lock another out
- * of a name it may set, however the files were made:
- *   D/plain/<hash>      plain names. plain/ is 0777 and NOT sticky, owned by D's owner or root:
- *                       anyone may set a plain name, so anyone may replace its file (temporary
- *                       file + rename), and a writer replaces a file it cannot write in place.
- *   D/uid.N/<hash>      user.uid.N names. uid.N is owned by N (or root) and writable by it only,
- *                       so only N and root can make or replace files there. A uid.N made by
- *                       anyone else is ignored: root moves it aside, N makes uid.N.XXXXXX, and
- *                       readers take the first valid of uid.N, uid.N.* (in name order).
- * Every file is opened without following links or blocking, and trusted only if it is a regular
- * file, owned as its directory requires, holding the name it is for.
+ * Which directories (D, D/plain or a plain.*, D/uid.N or a uid.N.*) may hold values is
+ * state_dirs.c's; this file reads and writes the values in them. Nothing anyone else puts there
+ * may make a set fail or a get fail: a file that cannot be believed or opened reads as 0, and a
+ * writer that may not write a file in place writes a new one under a random name and renames it
+ * over. Every file is opened without following links or blocking, and trusted only if it is a
+ * regular file, owned as its directory requires, holding the name it is for.
  * `self.` names keep their state in the process.
  */
 #include <dirent.h>
@@ -77,35 +72,39 @@ uint32_t CNotify_state_directory(const char *bus, char *out, size_t len) {
  * (a write into a plain directory that someone changed since failed). */
 static uint32_t cached_dirs(CNotify_center *c, char *root, size_t rlen, char *plain, size_t plen, int forget) {
     pthread_mutex_lock(&c->state.lock);
-    uint32_t rc = NOTIFY_STATUS_OK;
     if (forget) { free(c->state.plain); c->state.plain = NULL; }
-    char dir[PATH_MAX], found[PATH_MAX];
-    int shared = 0;
-    if (!c->state.dir || !c->state.plain) {
-        cn_state_place place;
-        char path[PATH_MAX];
-        rc = state_dir_path(c->bus_spec, path, sizeof path, &place);
-        if (rc == NOTIFY_STATUS_OK) rc = cn_state_root(path, place, dir, sizeof dir, &shared);
-        if (rc == NOTIFY_STATUS_OK) rc = cn_state_plain_dir(dir, shared, found, sizeof found);
-        if (rc == NOTIFY_STATUS_OK) {
-            free(c->state.dir);
-            free(c->state.plain);
-            c->state.dir = strdup(dir);
-            c->state.plain = strdup(found);
-            if (!c->state.dir || !c->state.plain) {
-                cn_set_error("out of memory");
-                rc = NOTIFY_STATUS_FAILED;
-                free(c->state.plain);
-                c->state.plain = NULL;
-            }
-        }
-    }
-    if (rc == NOTIFY_STATUS_OK) {
+    int cached = c->state.dir && c->state.plain;
+    if (cached) {
         snprintf(root, rlen, "%s", c->state.dir);
         snprintf(plain, plen, "%s", c->state.plain);
     }
     pthread_mutex_unlock(&c->state.lock);
-    return rc;
+    if (cached) return NOTIFY_STATUS_OK;
+    /* Resolved with no lock held (it makes and checks directories); two threads may both do it,
+     * and they find the same answer. */
+    char path[PATH_MAX], dir[PATH_MAX], found[PATH_MAX];
+    cn_state_place place;
+    int shared = 0;
+    uint32_t rc = state_dir_path(c->bus_spec, path, sizeof path, &place);
+    if (rc == NOTIFY_STATUS_OK) rc = cn_state_root(path, place, dir, sizeof dir, &shared);
+    if (rc == NOTIFY_STATUS_OK) rc = cn_state_plain_dir(dir, shared, found, sizeof found);
+    if (rc != NOTIFY_STATUS_OK) return rc;
+    char *d = strdup(dir), *p = strdup(found);
+    if (!d || !p) {
+        free(d);
+        free(p);
+        cn_set_error("out of memory");
+        return NOTIFY_STATUS_FAILED;
+    }
+    pthread_mutex_lock(&c->state.lock);
+    free(c->state.dir);
+    free(c->state.plain);
+    c->state.dir = d;
+    c->state.plain = p;
+    pthread_mutex_unlock(&c->state.lock);
+    snprintf(root, rlen, "%s", dir);
+    snprintf(plain, plen, "%s", found);
+    return NOTIFY_STATUS_OK;
 }
 
 /* The directory of uid N's state: a scan of D when uid.N is squatted, so the answer is kept while
