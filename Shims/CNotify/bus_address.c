@@ -242,6 +242,30 @@ static int socket_answers(const char *path) {
     return ok;
 }
 
+/* " (listening: pid N, COMM)" for the process that listens on `path`, from the kernel's peer
+ * credentials of a connection (for a listening socket, the process that called listen: systemd). */
+static void describe_listener(const char *path, char *out, size_t len) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    strncpy(sa.sun_path, path, sizeof sa.sun_path - 1);
+    struct ucred cred;
+    socklen_t clen = sizeof cred;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 && cred.pid > 0) {
+        char comm_path[64], comm[32] = "?";
+        snprintf(comm_path, sizeof comm_path, "/proc/%d/comm", (int)cred.pid);
+        int cfd = open(comm_path, O_RDONLY | O_CLOEXEC);
+        if (cfd >= 0) {
+            ssize_t n = read(cfd, comm, sizeof comm - 1);
+            comm[n > 0 ? n : 0] = '\0';
+            comm[strcspn(comm, "\n")] = '\0';
+            close(cfd);
+        }
+        snprintf(out, len, " (listening: pid %d, %s)", (int)cred.pid, comm);
+    }
+    close(fd);
+}
+
 static char *find_in_path(const char *prog) {
     const char *path = getenv("PATH");
     if (!path) return NULL;
@@ -423,9 +447,11 @@ static int stop_daemon_locked(const char *dir) {
     }
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/bus", dir);
-    unlink(path);
+    /* A socket that still answers is someone else's (systemd listening for socket activation):
+     * removing it would leave that listener deaf. Only ours, or a dead one, goes. */
+    if (stopped || !socket_answers(path)) unlink(path);
     snprintf(path, sizeof path, "%s/bus.pid", dir);
-    unlink(path);
+    unlink(path); /* the pid file is only ever ours */
     return stopped;
 }
 
@@ -499,8 +525,10 @@ uint32_t CNotify_embedded_bus_stop(void) {
     close(lfd);
     if (stopped < 0) return NOTIFY_STATUS_FAILED;
     if (stopped == 0 && socket_answers(sock)) {
-        cn_set_error("the bus at %s answers, but DarwinNotify did not start it (socket-activated by systemd?); "
-                     "stop it with: systemctl --user stop darwin-notify.socket darwin-notify.service", sock);
+        char who[64] = "";
+        describe_listener(sock, who, sizeof who);
+        cn_set_error("the bus at %s answers, but DarwinNotify did not start it: it is socket-activated%s; "
+                     "stop it with: systemctl --user stop darwin-notify.socket darwin-notify.service", sock, who);
         return NOTIFY_STATUS_FAILED;
     }
     if (stopped == 0) {

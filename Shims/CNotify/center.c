@@ -170,3 +170,9 @@ void CNotify_center_get_stats(CNotify_center *c, CNotify_stats *out) {
     out->reconnects = atomic_load(&c->counters.reconnects);
     out->rejected = atomic_load(&c->counters.rejected);
 }
+
+uint64_t CNotify_center_unmatched_posts(CNotify_center *c) {
+    cn_clear_error();
+    if (!c) { cn_set_error("center is NULL"); return 0; }
+    return atomic_load(&c->counters.unmatched);
+}

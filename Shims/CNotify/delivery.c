@@ -101,6 +101,7 @@ static void deliver_post_locked(CNotify_center *c, const char *name, const char 
     if (has_seq) track_sequence(c, sender, name, seq);
     cn_entry *stack[16], **snap;
     size_t n = cn_registry_snapshot(c, name, stack, 16, &snap);
+    if (n == 0) atomic_fetch_add_explicit(&c->counters.unmatched, 1, memory_order_relaxed);
     for (size_t i = 0; i < n; i++) {
         cn_entry *e = snap[i];
         int run = cn_registry_begin_run(c, e);

@@ -141,6 +141,8 @@ void cn_bucket_interface(const char *name, char buf[CN_BUCKET_INTERFACE_LEN]);
 void cn_name_rule(const char *name, char *buf, size_t len);
 /* The match rule that selects every post of `ns` and of the names under it (arg0namespace). */
 void cn_namespace_rule(const char *ns, char *buf, size_t len);
+/* How many bytes of `ns` its arg0namespace rule names (up to an element starting with a digit). */
+size_t cn_namespace_rule_prefix(const char *ns);
 /* A post as the wire carries it. `credential_fd` is -1 unless a unix fd followed the sequence
  * (parse: a duplicate the caller owns and closes). */
 typedef struct cn_post {
@@ -208,6 +210,7 @@ typedef enum cn_lifecycle {
 /* center.c: counters for CNotify_center_get_stats; atomics, updated without a lock. */
 typedef struct cn_counters {
     _Atomic uint64_t received, delivered, gaps, reconnects, rejected;
+    _Atomic uint64_t unmatched;     /* received, wanted by no observer (a wider rule's cost) */
 } cn_counters;
 
 /* io_thread.c: the I/O thread and how other threads wake it. */
@@ -457,6 +460,9 @@ typedef enum cn_state_place {
 /* The state directory D for `path` (which, when predictable, may be replaced by `path`.XXXXXX),
  * into out; *shared is 1 when everyone may write in it. */
 uint32_t cn_state_root(const char *path, cn_state_place place, char *out, size_t len, int *shared);
+/* The D in use for `path` without making anything: a predictable one's first usable `path`.*
+ * when `path` is squatted; `path` itself when nothing exists yet. */
+uint32_t cn_state_root_in_use(const char *path, cn_state_place place, char *out, size_t len);
 /* D/plain, or the first usable D/plain.* when plain/ is someone else's in the wrong mode. */
 uint32_t cn_state_plain_dir(const char *root, int shared, char *out, size_t len);
 /* The first usable directory of uid N in D (uid.N, then uid.N.* in byte order): 1, or 0 if none. */

@@ -80,7 +80,11 @@ uint32_t cn_may_write(const char *name, int *out_restricted) {
     return NOTIFY_STATUS_NOT_AUTHORIZED;
 }
 
-/* ---- namespaces: what D-Bus arg0namespace accepts ---- */
+/* ---- namespaces ----
+ * Dot-separated elements of [A-Za-z0-9_-], none empty, at most 255 bytes; the first may not
+ * start with a digit. D-Bus's arg0namespace is stricter (no element may start with a digit), so
+ * `user.uid.1000` is observed with the rule of its longest prefix D-Bus accepts (`user.uid`),
+ * and the receiver keeps only what is under the namespace (protocol.c, registry.c). */
 
 uint32_t CNotify_validate_namespace(const char *ns) {
     cn_clear_error();
@@ -96,7 +100,7 @@ uint32_t cn_validate_namespace(const char *ns) {
         if (ch == '.' || ch == '\0') {
             ok = i > start; /* no empty element */
             start = i + 1;
-        } else if (i == start && ch >= '0' && ch <= '9') {
+        } else if (i == 0 && ch >= '0' && ch <= '9') {
             ok = 0;
         } else {
             ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
@@ -104,7 +108,7 @@ uint32_t cn_validate_namespace(const char *ns) {
     }
     if (!ok) {
         cn_set_error("'%.64s' is not a namespace: dot-separated elements of letters, digits, '_' and '-', "
-                     "none empty or starting with a digit, at most 255 bytes (D-Bus arg0namespace)", ns);
+                     "none empty, the first not starting with a digit, at most 255 bytes", ns);
         return NOTIFY_STATUS_INVALID_NAME;
     }
     return NOTIFY_STATUS_OK;

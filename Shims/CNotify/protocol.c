@@ -64,8 +64,19 @@ void cn_name_rule(const char *name, char *buf, size_t len) {
     *out = '\0';
 }
 
+/* The longest prefix of `ns` (whole elements) that D-Bus's arg0namespace accepts: up to the first
+ * element that starts with a digit (`user.uid.1000` -> `user.uid`). The rule then brings the
+ * posts of sibling namespaces too, which the receiver drops (counted as unmatched). */
+size_t cn_namespace_rule_prefix(const char *ns) {
+    size_t end = strlen(ns);
+    for (size_t i = 1; ns[i]; i++)
+        if (ns[i - 1] == '.' && ns[i] >= '0' && ns[i] <= '9') { end = i - 1; break; }
+    return end;
+}
+
 void cn_namespace_rule(const char *ns, char *buf, size_t len) {
-    snprintf(buf, len, "type='signal',path='" CN_PATH "',member='" CN_MEMBER "',arg0namespace='%s'", ns);
+    snprintf(buf, len, "type='signal',path='" CN_PATH "',member='" CN_MEMBER "',arg0namespace='%.*s'",
+             (int)cn_namespace_rule_prefix(ns), ns);
 }
 
 uint32_t CNotify_protocol_match_rule(const char *key, int is_namespace, char *out, size_t len) {

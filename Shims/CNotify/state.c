@@ -64,7 +64,17 @@ uint32_t CNotify_state_directory(const char *bus, char *out, size_t len) {
     CN_RETURN_IF_NULL(out, "output buffer");
     if (!len) { cn_set_error("output buffer has no room"); return NOTIFY_STATUS_NULL_INPUT; }
     cn_state_place place;
-    return state_dir_path(bus, out, len, &place);
+    char path[PATH_MAX];
+    uint32_t rc = state_dir_path(bus, path, sizeof path, &place);
+    if (rc != NOTIFY_STATUS_OK) return rc;
+    char in_use[PATH_MAX];
+    cn_state_root_in_use(path, place, in_use, sizeof in_use);
+    if (strlen(in_use) >= len) {
+        cn_set_error("the state directory's path (%zu bytes) does not fit the buffer (%zu)", strlen(in_use), len);
+        return NOTIFY_STATUS_INVALID_REQUEST;
+    }
+    snprintf(out, len, "%s", in_use);
+    return NOTIFY_STATUS_OK;
 }
 
 /* The center's D and plain directory, resolved, made and checked on first use (every get and

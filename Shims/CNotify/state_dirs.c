@@ -163,6 +163,18 @@ static uint32_t shared_dir(const char *parent, const char *base, mode_t mode, di
 
 /* ---- D ---- */
 
+uint32_t cn_state_root_in_use(const char *path, cn_state_place place, char *out, size_t len) {
+    snprintf(out, len, "%s", path);
+    if (place != CN_STATE_PREDICTABLE) return NOTIFY_STATUS_OK;
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (!slash || slash == parent) return NOTIFY_STATUS_OK;
+    *slash = '\0';
+    if (!first_usable(parent, slash + 1, shared_root_problem, out, len)) snprintf(out, len, "%s", path);
+    return NOTIFY_STATUS_OK;
+}
+
 static uint32_t refuse_root(const char *dir, const struct stat *st, const char *why) {
     if (strcmp(why, "writable by everyone but not sticky") == 0)
         cn_set_error("refusing state directory %s: writable by everyone but not sticky; fix it with: chmod +t %s", dir, dir);

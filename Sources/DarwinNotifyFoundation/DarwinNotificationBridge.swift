@@ -19,7 +19,10 @@ public final class DarwinNotificationBridge: Sendable {
         case post
         /// `NotificationQueue.enqueue(_:postingStyle:coalesceMask:forModes:)` on the target's thread,
         /// which runs its run loop: posts that arrive together can coalesce (`.onName`), and
-        /// `.whenIdle` waits until that run loop has nothing else to do.
+        /// `.whenIdle` waits until that run loop has nothing else to do. On Linux
+        /// (swift-corelibs-foundation) a queued post is delivered only while the run loop runs
+        /// with a source or timer in its mode: a run loop with nothing in it never posts it, so
+        /// give that thread's run loop a timer (the project's test adds a 3,600 s one).
         case enqueue(EnqueueTarget, style: NotificationQueue.PostingStyle, coalesce: NotificationQueue.NotificationCoalescing)
     }
 

@@ -51,11 +51,14 @@ public struct BridgeCounters: Sendable, Equatable, CustomStringConvertible {
     public var refused: UInt64 = 0
     public var invalid: UInt64 = 0
     public var statesLimited: UInt64 = 0
+    public var statesSuperseded: UInt64 = 0
+    public var statesRepublished: UInt64 = 0
 
     public var description: String {
         "exported=\(exported) imported=\(imported) states-exported=\(statesExported) states-imported=\(statesImported) "
             + "wormhole-exported=\(wormholeExported) wormhole-imported=\(wormholeImported) duplicates=\(duplicates) "
-            + "dropped=\(dropped) refused=\(refused) invalid=\(invalid) states-limited=\(statesLimited)"
+            + "dropped=\(dropped) refused=\(refused) invalid=\(invalid) states-limited=\(statesLimited) "
+            + "states-superseded=\(statesSuperseded) states-republished=\(statesRepublished)"
     }
 }
 
@@ -83,6 +86,17 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     /// The last state value of each name the bridge published or set, so a change it made
     /// itself, seen again by the state watcher, is not published back.
     private let knownStates = Mutex<[String: UInt64]>([:])
+    /// Our own state publications the broker has not handed back yet, per name (for names we
+    /// both export and import). The broker hands every subscriber one topic's messages in the
+    /// order it received them, so a remote state that arrives before our own echo was received
+    /// *before* ours: ours, later, wins there, and must win here too (docs/BRIDGE.md, "State").
+    /// Each entry remembers when it was made: an echo that never comes (a lost connection) stops
+    /// holding remote states back after `echoWait`.
+    private let unechoedStates = Mutex<[String: (count: Int, since: UInt64)]>([:])
+    private static let echoWait: UInt64 = 10_000_000_000
+    /// Set once the bridge was connected: a later connection with no session means the broker
+    /// lost everything (a restart without persistence), retained states included.
+    private let everConnected = Atomic<Bool>(false)
     /// The names whose state was imported (bounded by `stateLimit`).
     private let importedStateNames = Mutex<Set<String>>([])
     private let connected = Atomic<Bool>(false)
@@ -210,8 +224,40 @@ public final class Bridge: MQTTClientDelegate, Sendable {
             return true
         }
         guard changed else { return }
+        publishState(name, value)
+    }
+
+    private func publishState(_ name: String, _ value: UInt64) {
+        // Counted before the publish: the echo may come back before publish returns.
+        let tracked = isImported(name)
+        if tracked {
+            let now = DispatchTime.now().uptimeNanoseconds
+            unechoedStates.withLock { $0[name] = (($0[name]?.count ?? 0) + 1, now) }
+        }
         if publish(topic: TopicCodec.stateTopic(name), body: .state(value), retain: true) {
             counters.withLock { $0.statesExported += 1 }
+        } else if tracked {
+            unechoedStates.withLock { table in
+                if let entry = table[name] { table[name] = entry.count > 1 ? (entry.count - 1, entry.since) : nil }
+            }
+        }
+    }
+
+    /// Whether a remote state of `name` arrived before our own last publication of it, in the
+    /// broker's order (so ours wins), and must be ignored.
+    private func supersededByOwnState(_ name: String) -> Bool {
+        let now = DispatchTime.now().uptimeNanoseconds
+        return unechoedStates.withLock { table in
+            guard let entry = table[name] else { return false }
+            if now - entry.since > Bridge.echoWait { table[name] = nil; return false }
+            return true
+        }
+    }
+
+    /// Our own state publication, handed back by the broker: from here on, remote states come after it.
+    private func ownStateEchoed(_ name: String) {
+        unechoedStates.withLock { table in
+            if let entry = table[name] { table[name] = entry.count > 1 ? (entry.count - 1, entry.since) : nil }
         }
     }
 
@@ -242,6 +288,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
 
     public func mqttConnected(sessionPresent: Bool) {
         connected.store(true, ordering: .relaxed)
+        let reconnected = everConnected.exchange(true, ordering: .relaxed)
         reporter.say("connected to the broker at \(configuration.mqtt.broker.host):\(configuration.mqtt.broker.port) as '\(configuration.mqtt.clientID)' (session \(sessionPresent ? "resumed" : "new"))")
         var filters: [String] = []
         for ns in imports {
@@ -255,6 +302,27 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         }
         do { try client.subscribe(filters) } catch {
             reporter.say("cannot subscribe: \(error); retrying at the next connection")
+        }
+        if reconnected && !sessionPresent { republishStates() }
+    }
+
+    /// The broker lost our session, so it lost its retained states too (a restart without
+    /// persistence): publish again the current value of every state we export, so a host that
+    /// joins later does not read 0. Conflicting values settle as any publication does: the last
+    /// the broker receives wins everywhere.
+    private func republishStates() {
+        let names = knownStates.withLock { Array($0.keys) }
+        var republished: UInt64 = 0
+        for name in names where isExported(name) && mayCarry(name, direction: "export", quiet: true) {
+            var value: UInt64 = 0
+            guard CNotify_center_get_state(center.cCenter, name, &value) == 0 else { continue }
+            knownStates.withLock { $0[name] = value }
+            publishState(name, value)
+            republished += 1
+        }
+        if republished > 0 {
+            counters.withLock { $0.statesRepublished += republished }
+            reporter.say("the broker lost its session: published \(republished) known state\(republished == 1 ? "" : "s") again")
         }
     }
 
@@ -288,7 +356,10 @@ public final class Bridge: MQTTClientDelegate, Sendable {
             reporter.repeated("invalid:" + topic, "ignored a message on \(topic): \(fault)")
             return
         }
-        guard payload.origin != configuration.origin else { return } // our own, handed back
+        guard payload.origin != configuration.origin else { // our own, handed back
+            if case .state = payload.body, let name = TopicCodec.name(inTopic: topic, root: TopicCodec.stateRoot) { ownStateEchoed(name) }
+            return
+        }
         if let mirror = mirrors.first(where: { topic.hasPrefix($0.topicPrefix) }) {
             importWormhole(mirror, topic: topic, payload: payload)
         } else if topic.hasPrefix(TopicCodec.postRoot + "/") {
@@ -344,6 +415,11 @@ public final class Bridge: MQTTClientDelegate, Sendable {
             return invalid(topic, "a state topic carries a \(payload.body.kind), not a state value")
         }
         guard mayCarry(name, direction: "import") else { return }
+        // The broker received this before our own last value of the name: ours is the later one.
+        if supersededByOwnState(name) {
+            counters.withLock { $0.statesSuperseded += 1 }
+            return
+        }
         let admitted = importedStateNames.withLock { names -> Bool in
             if names.contains(name) { return true }
             guard names.count < configuration.stateLimit else { return false }

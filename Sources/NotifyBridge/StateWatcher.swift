@@ -44,7 +44,7 @@ final class StateWatcher: Sendable {
     /// The directories whose files may hold states we export: `plain/`, and our `uid.N*` (all
     /// of them when we are root, who may export any user's names).
     private func isRelevant(_ entry: String) -> Bool {
-        if entry == "plain" { return true }
+        if entry == "plain" || entry.hasPrefix("plain.") { return true } // plain.XXXXXX: a squatted plain/ replaced (PROTOCOL.md)
         if uid == 0 { return entry.hasPrefix("uid.") }
         return entry == "uid.\(uid)" || entry.hasPrefix("uid.\(uid).")
     }

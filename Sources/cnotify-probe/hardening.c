@@ -285,6 +285,23 @@ static void ignore_namespace_cb(CNotify_center *c, void *observer, const char *n
     (void)c; (void)observer; (void)name; (void)object; (void)info;
 }
 
+static void watch_namespace_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
+    (void)observer; (void)object; (void)info;
+    out("%s unmatched=%llu", name, (unsigned long long)CNotify_center_unmatched_posts(c));
+}
+
+/* watch-namespace NS: prints "NAME unmatched=U" for each post under NS (U: posts received so far
+ * that no observer wanted), until stdin closes. */
+int cmd_watch_namespace(int argc, char **argv) {
+    if (argc < 1) return fail("usage: watch-namespace NS", NOTIFY_STATUS_INVALID_REQUEST);
+    CNotify_center *c = CNotify_center_get_darwin_notify_center();
+    uint32_t st = CNotify_center_add_namespace_observer(c, NULL, watch_namespace_cb, argv[0]);
+    if (st) return fail("add_namespace_observer", st);
+    out("ready");
+    while (!stdin_closed(1000)) {}
+    return 0;
+}
+
 /* observe-namespace NS...: a namespace observer per argument, then "ready"; idles until stdin closes. */
 int cmd_observe_namespace(int argc, char **argv) {
     CNotify_center *c = CNotify_center_get_darwin_notify_center();

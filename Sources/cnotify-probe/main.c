@@ -444,6 +444,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "raw-post")) return cmd_raw_post(argc, argv);
     if (!strcmp(cmd, "forge-seq")) return cmd_forge_seq(argc, argv);
     if (!strcmp(cmd, "forge-huge")) return cmd_forge_huge(argc, argv);
+    if (!strcmp(cmd, "watch-namespace")) return cmd_watch_namespace(argc, argv);
     if (!strcmp(cmd, "replay")) return cmd_replay(argc, argv);
     if (!strcmp(cmd, "token-after-destroy")) return cmd_token_after_destroy(argc, argv);
     if (!strcmp(cmd, "flood-until-refused")) return cmd_flood_until_refused(argc, argv);

@@ -19,6 +19,7 @@ int cmd_count(int argc, char **argv);
 int cmd_raw_post(int argc, char **argv);
 int cmd_forge_seq(int argc, char **argv);
 int cmd_forge_huge(int argc, char **argv);
+int cmd_watch_namespace(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_token_after_destroy(int argc, char **argv);
 int cmd_flood_until_refused(int argc, char **argv);

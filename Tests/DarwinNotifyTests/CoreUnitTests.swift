@@ -40,6 +40,9 @@ struct CoreProtocolUnitTests {
         #expect(rule("com.example", namespace: true).rule == "type='signal',path='/org/darwinnotify',member='Post',arg0namespace='com.example'")
         #expect(rule("1bad", namespace: true).status == UInt32(NOTIFY_STATUS_INVALID_NAME))
         #expect(!String(cString: CNotify_last_error()).isEmpty)
+        // An element starting with a digit (issue 20 item 2): the rule of the longest prefix D-Bus accepts.
+        #expect(rule("user.uid.1000", namespace: true).rule == "type='signal',path='/org/darwinnotify',member='Post',arg0namespace='user.uid'")
+        #expect(rule("a.b2.3c.d", namespace: true).rule.hasSuffix("arg0namespace='a.b2'"))
     }
 
     @Test("a Post built and parsed keeps name and sequence; garbage and foreign messages are refused with a sentence")

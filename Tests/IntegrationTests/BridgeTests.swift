@@ -250,6 +250,9 @@ extension IntegrationSuites {
                                           waitReady: false)
             try refused.waitForStderr("the broker refused the connection")
             #expect(refused.isRunning)
+            // One bridge per user and bus: the refused one makes way for the right password.
+            refused.kill(SIGTERM)
+            #expect(try refused.waitForExit() == 0)
             let accepted = try startBridge(host, broker, ["--export", "com.c", "--username", "bridge", "--password-file", directory + "/right",
                                                           "--client-id", "right"])
             #expect(accepted.stderr.contains("ready:"))

@@ -195,6 +195,13 @@ extension IntegrationSuites {
             let after = daemons()
             #expect(after.count == 1 && after.first != pid, "\(after)")
             #expect(!FileManager.default.fileExists(atPath: runtime + "/darwin-notify/bus.pid"), "the library started a daemon of its own")
+            // --bus-stop cannot stop what systemd runs: it says so, names how, fails, and leaves
+            // systemd's socket in place (issue 20 item 4).
+            let stop = try run(destdir + "/usr/bin/notifyutil", ["--bus-stop"], environment: env)
+            #expect(stop.status == 1 && stop.err.contains("socket-activated") && stop.err.contains("systemctl --user stop"), "\(stop)")
+            #expect(FileManager.default.fileExists(atPath: runtime + "/darwin-notify/bus"), "--bus-stop removed systemd's socket")
+            let status = try run(destdir + "/usr/bin/notifyutil", ["--bus-status"], environment: env)
+            #expect(status.status == 0 && status.out.hasPrefix("running "), "\(status)")
             watcher.kill()
         }
     }

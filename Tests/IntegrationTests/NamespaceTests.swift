@@ -51,6 +51,28 @@ extension IntegrationSuites {
             exactObservation.cancel()
         }
 
+        @Test("notifyutil -W user.uid.N gets N's posts and no others; the wider rule's cost is counted (issue 20 item 2)")
+        func perUserNamespace() throws {
+            let n = geteuid() == 0 ? 1000 : Int(geteuid())
+            let watcher = try ChildProcess("notifyutil", ["-W2", "user.uid.\(n)"], environment: bus.environment)
+            let probe = try ChildProcess("cnotify-probe", ["watch-namespace", "user.uid.\(n)"], environment: bus.environment, stdin: true)
+            try probe.waitForLine("ready")
+            // Registered when a post of its own namespace arrives: posted until it does.
+            try repeatUntil("the -W watcher to register", action: {
+                try notifyutilPost(["user.uid.\(n).first"], bus: bus)
+            }, done: { !watcher.lines.isEmpty })
+            // Root may post every uid's names; a non-root user only its own, so then only its own.
+            let others = geteuid() == 0 ? ["user.uid.\(n + 1).x", "user.uid.\(n)0.y", "user.uid.0.z"] : []
+            try notifyutilPost(others + ["user.uid.\(n).second"], bus: bus)
+            #expect(try watcher.waitForExit() == 0)
+            #expect(watcher.lines.filter { $0 != "user.uid.\(n).first" } == ["user.uid.\(n).second"], "\(watcher.lines)")
+            let last = try probe.waitForLine { $0.hasPrefix("user.uid.\(n).second ") }
+            #expect(!probe.lines.contains { $0.hasPrefix("user.uid.\(n + 1)") || $0.hasPrefix("user.uid.\(n)0") || $0.hasPrefix("user.uid.0.") })
+            if geteuid() == 0 { #expect(last.hasSuffix("unmatched=3"), "\(last)") } // the 3 others came by the wider rule and were dropped
+            probe.closeStdin()
+            _ = try probe.waitForExit()
+        }
+
         @Test("a bad namespace is invalidName; self. namespaces work with no bus; the rule comes back after a restart")
         func edges() throws {
             let center = try NotifyCenter(bus: bus.address)

@@ -27,14 +27,15 @@ extension IntegrationSuites {
             #expect(try listener.waitForExit(timeout: 10) == 0)
         }
 
-        @Test("a FIFO as a queue cursor does not block passes")
+        @Test("a FIFO as a queue cursor does not block passes; its listener reports it and recovers")
         func fifoCursorDoesNotBlockWriters() throws {
             try fixture.cliOK(["--transiting", "queue", "pass", "group.test", "q", "1"])
             #expect(mkfifo(base + "/queues/q/.cursors/evil", 0o600) == 0)
             let pass = try fixture.cli(["--transiting", "queue", "pass", "group.test", "q", "2"], timeout: 10)
             #expect(pass.status == 0, "\(pass)")
             let listen = try fixture.cli(["--transiting", "queue", "listen", "--name", "evil", "group.test", "q", "--count", "1"], timeout: 10)
-            #expect(listen.status != 0 && listen.err.contains("not a regular file"), "\(listen)")
+            #expect(listen.status == 0 && listen.err.contains("damagedCursor") && listen.err.contains("not a regular file"), "\(listen)")
+            #expect(listen.out == "1\n", "resumed at the oldest kept message: \(listen)")
         }
 
         @Test("a queue message that is a link, a directory or over the reader's limit is quarantined and the listener goes on")

@@ -116,6 +116,10 @@ typedef struct CNotify_stats {
                           * and `self.` names, which never come from the bus */
 } CNotify_stats;
 void CNotify_center_get_stats(CNotify_center *center, CNotify_stats *out);
+/* Posts received that no observer of `center` wanted: what a wider match rule than asked for
+ * costs (a namespace whose element starts with a digit, such as `user.uid.1000`, is observed with
+ * the rule of `user.uid`, and the posts of other uids are dropped here), and bucket neighbours. */
+uint64_t CNotify_center_unmatched_posts(CNotify_center *center);
 
 /* The post being delivered, for a callback or handler that needs to know where it came from
  * (a bridge that must not send its own posts back). Valid only inside a callback of `center`, on
@@ -185,7 +189,9 @@ uint32_t CNotify_protocol_parse_post(const char *bytes, int len, char *out_name,
                                      int *out_has_seq);
 void CNotify_protocol_free(void *bytes);
 /* The state directory of `bus` (an address, "system", "embedded", or NULL for the default), as
- * every client of that bus finds it; not created (for the embedded bus its runtime directory is). */
+ * every client of that bus finds it: the predictable one, or the `<it>.XXXXXX` in use when
+ * another user took it (docs/PROTOCOL.md, "State files"); not created (for the embedded bus its
+ * runtime directory is). */
 uint32_t CNotify_state_directory(const char *bus, char *out, size_t len);
 
 /* The library's version, "MAJOR.MINOR.PATCH" (the VERSION file of the source tree). */

@@ -54,7 +54,18 @@ final class ChildProcess: Sendable {
         }
         process.terminationHandler = { [arrived] _ in arrived.signal() }
         try process.run()
+        // Foundation starts each child in a process group of its own (pgid = pid): killing the
+        // group stops what it started too (a pasted shell line's notifyutil, setpriv's target).
+        ChildProcess.groups.withLock { _ = $0.insert(process.processIdentifier) }
     }
+
+    /// Every process group a test started: at the end of the test process each is killed, so
+    /// nothing of ours outlives the suite even when a test failed half-way. (A pid stays reserved
+    /// while its group has members, so the number names our group, not a stranger's.)
+    private static let groups: Mutex<Set<Int32>> = {
+        atexit { ChildProcess.groups.withLock { for pgid in $0 { Foundation.kill(-pgid, SIGKILL) } } }
+        return Mutex([])
+    }()
 
     /// The directory holding the package's built executables (the test binary's own).
     static let productsDirectory: String = {
@@ -134,11 +145,17 @@ final class ChildProcess: Sendable {
 
     func closeStdin() { stdinPipe?.fileHandleForWriting.closeFile() }
 
+    /// Sends `signal` to the child; SIGKILL goes to its whole process group (what it started too).
     func kill(_ signal: Int32 = SIGKILL) {
-        if process.isRunning { Foundation.kill(process.processIdentifier, signal) }
+        guard process.isRunning else { return }
+        Foundation.kill(signal == SIGKILL ? -process.processIdentifier : process.processIdentifier, signal)
     }
 
-    deinit { kill() }
+    deinit {
+        // The child may be gone while what it started (a shell's background job) is not.
+        Foundation.kill(-process.processIdentifier, SIGKILL)
+        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+    }
 }
 
 /// Runs a command to completion: (status, stdout, stderr).

@@ -1,3 +1,4 @@
+import CNotify
 import Foundation
 import Synchronization
 
@@ -96,5 +97,30 @@ func makeTemporaryDirectory(_ tag: String) throws -> String {
     guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
         throw TestFailure("mkdtemp failed: \(errno)")
     }
-    return String(cString: made)
+    let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    _ = madeDirectories.withLock { $0.insert(path) }
+    return path
 }
+
+/// Every directory a test made, with what a private bus left for it in /tmp (its state
+/// directory, named after its address): removed when the test process exits, after the children
+/// are gone, so none outlives the suite even when a test failed before its own clean-up.
+private let madeDirectories: Mutex<Set<String>> = {
+    atexit {
+        madeDirectories.withLock { paths in
+            var stateDirectories: [String] = []
+            let tmp = (try? FileManager.default.contentsOfDirectory(atPath: "/tmp")) ?? []
+            for path in paths {
+                for address in ["unix:path=\(path)/bus"] {
+                    var buffer = [CChar](repeating: 0, count: 4096)
+                    if CNotify_state_directory(address, &buffer, buffer.count) == 0 {
+                        let base = (String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) as NSString).lastPathComponent
+                        stateDirectories += tmp.filter { $0 == base || $0.hasPrefix(base + ".") }.map { "/tmp/" + $0 }
+                    }
+                }
+            }
+            for path in paths.union(stateDirectories) { try? FileManager.default.removeItem(atPath: path) }
+        }
+    }
+    return Mutex([])
+}()
