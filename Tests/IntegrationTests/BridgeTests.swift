@@ -112,6 +112,43 @@ extension IntegrationSuites {
             print("broker crash: \(1500 - indices.count) of 1500 posts lost")
         }
 
+        @Test("bridged state converges to the broker's last value over 20 concurrent rounds, and comes back after a broker restart without persistence (issue 20 item 7)")
+        func stateConverges() throws {
+            let broker = try MosquittoBroker()
+            let hostA = try TestBus(), hostB = try TestBus()
+            let bridgeA = try startBridge(hostA, broker, ["--export", "com.race", "--import", "com.race"])
+            let bridgeB = try startBridge(hostB, broker, ["--export", "com.race", "--import", "com.race"])
+            defer { withExtendedLifetime((bridgeA, bridgeB)) {} }
+            func value(_ host: TestBus) throws -> String {
+                try run("notifyutil", ["-g", "com.race.v"], environment: host.environment).out.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            func retained() throws -> String {
+                let r = try run("/usr/bin/mosquitto_sub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "darwin-notify-state/com/race/v",
+                                                          "-C", "1", "-W", "3"])
+                return r.out.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
+            }
+            for round in 1 ... 20 {
+                let a = "\(round * 10 + 1)", b = "\(round * 10 + 2)"
+                let setA = try ChildProcess("notifyutil", ["-z", "0", "-s", "com.race.v", a], environment: hostA.environment)
+                let setB = try ChildProcess("notifyutil", ["-z", "0", "-s", "com.race.v", b], environment: hostB.environment)
+                #expect(try setA.waitForExit() == 0 && setB.waitForExit() == 0)
+                try repeatUntil(timeout: 15, interval: 0.2, "round \(round): A, B and the broker to agree", action: {}, done: {
+                    let (va, vb, vr) = ((try? value(hostA)) ?? "", (try? value(hostB)) ?? "", (try? retained()) ?? "")
+                    return va == vb && vb == "com.race.v \(vr)" && (vr == a || vr == b)
+                })
+            }
+            // The broker restarts with nothing saved: its retained states are gone. The bridges
+            // publish what they know again, so a host that joins afterwards reads the value.
+            let settled = try value(hostA)
+            try broker.kill()
+            try broker.start()
+            try bridgeA.waitForStderr("published", timeout: 60)
+            let hostC = try TestBus()
+            let bridgeC = try startBridge(hostC, broker, ["--import", "com.race"])
+            defer { withExtendedLifetime(bridgeC) {} }
+            try repeatUntil(timeout: 20, "the late host to read the value", action: {}, done: { ((try? value(hostC)) ?? "") == settled })
+        }
+
         @Test("two brokers bridged by mosquitto, a host on each: delivery across both ways")
         func twoBrokers() throws {
             let brokerOne = try MosquittoBroker()
