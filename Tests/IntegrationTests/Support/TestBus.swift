@@ -42,7 +42,21 @@ final class TestBus: Sendable {
 
     /// Starts dbus-daemon with `config`, waits for it to print its address (the readiness
     /// handshake), and makes sure it dies with the test process.
+    ///
+    /// The dbus-broker lane (`.ci/broker`) sets DARWIN_NOTIFY_TEST_BROKER_CONTROLLER: then the bus
+    /// is dbus-broker, run by that controller (Tests/Fixtures/broker_controller.c) on the
+    /// config's `<listen>` path with a policy that allows everything (the controller does not
+    /// read the XML policy: the system-like buses' restrictions are dbus-daemon's only).
     static func startDaemon(config: String) throws -> ChildProcess {
+        if let controller = ProcessInfo.processInfo.environment["DARWIN_NOTIFY_TEST_BROKER_CONTROLLER"], !controller.isEmpty {
+            let text = try String(contentsOfFile: config, encoding: .utf8)
+            guard let start = text.range(of: "<listen>unix:path="), let end = text.range(of: "</listen>", range: start.upperBound ..< text.endIndex)
+            else { throw TestFailure("no <listen>unix:path=…</listen> in \(config)") }
+            let child = try ChildProcess(controller, [String(text[start.upperBound ..< end.lowerBound])])
+            try child.waitForLine(timeout: 20) { $0.hasPrefix("unix:") }
+            _ = live.withLock { $0.insert(child.pidValue) }
+            return child
+        }
         let child = try ChildProcess("/usr/bin/dbus-daemon", ["--config-file=\(config)", "--nofork", "--print-address=1", "--nosyslog"])
         try child.waitForLine(timeout: 20) { $0.hasPrefix("unix:") }
         _ = live.withLock { $0.insert(child.pidValue) }
