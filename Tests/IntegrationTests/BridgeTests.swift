@@ -255,6 +255,14 @@ extension IntegrationSuites {
                 let refused = try run("notify-bridge", ["--broker", "mqtt://127.0.0.1:1", "--import", bad])
                 #expect(refused.status == 64 && refused.err.contains("is not a namespace"), "\(bad): \(refused.err)")
             }
+            // One uid's names (issue 20 item 2): a namespace whose element starts with a digit is accepted.
+            let host = try TestBus()
+            let perUser = try ChildProcess("notify-bridge", ["--bus", host.address, "--broker", "mqtt://127.0.0.1:1", "--export", "user.uid.\(getuid())"],
+                                           environment: host.environment)
+            try perUser.waitForStderr("retrying with backoff")
+            #expect(perUser.isRunning && !perUser.stderr.contains("is not a namespace"), "\(perUser.stderr)")
+            perUser.kill(SIGTERM)
+            #expect(try perUser.waitForExit() == 0)
         }
 
         @Test("an unreachable broker: the bridge keeps running, says so, and connects once the broker is there")
