@@ -97,7 +97,9 @@ let package = Package(
             // The probes and the floor are run as child processes; depending on them makes
             // `swift run notify-bench` build them too.
             dependencies: ["DarwinNotify", "Wormhole", "cnotify-probe", "dbus-floor", "notifyutil", "wormhole-probe", "notify-bridge",
-                           .product(name: "Histogram", package: "hdrhistogram-swift")]
+                           .product(name: "Histogram", package: "hdrhistogram-swift")],
+            // peers/peers.c is built by the benchmark itself with cc, against the peers' C libraries.
+            exclude: ["peers"]
         ),
         .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore", "Wormhole", "NotifyBridge"]),
         .testTarget(

@@ -101,6 +101,8 @@ final class BenchBroker {
         }
     }
 
+    var pid: Int32 { process.processIdentifier }
+
     func stop() {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()

@@ -36,16 +36,44 @@ enum PlainC {
     }
     """
 
-    /// Builds libCNotify.so and the observer into a temporary directory; returns the observer.
-    static func buildObserver() throws -> String {
+    /// Builds libCNotify.so into a temporary directory (once per run), as the README's cc line
+    /// does, and returns the directory.
+    static func buildLibrary() throws -> String {
         let root = try packageRoot()
         let dir = NSTemporaryDirectory() + "notify-bench-cc-\(getpid())"
+        if FileManager.default.fileExists(atPath: dir + "/libCNotify.so") { return dir }
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let sources = try FileManager.default.contentsOfDirectory(atPath: root + "/Shims/CNotify")
             .filter { $0.hasSuffix(".c") }.map { root + "/Shims/CNotify/" + $0 }
-        let dbus = try Child("/usr/bin/pkg-config", ["--cflags", "--libs", "dbus-1"]).readToEnd()
+        let version = try String(contentsOfFile: root + "/VERSION", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try Child("/usr/bin/cc", ["-O2", "-shared", "-fPIC", "-D_GNU_SOURCE", "-DDARWIN_NOTIFY_VERSION=\"\(version)\""] + sources
+                      + flags("dbus-1") + ["-lpthread", "-o", dir + "/libCNotify.so"]).readToEnd()
+        return dir
+    }
+
+    /// pkg-config's --cflags --libs for `packages`, as arguments.
+    static func flags(_ packages: String...) throws -> [String] {
+        try Child("/usr/bin/pkg-config", ["--cflags", "--libs"] + packages).readToEnd()
             .split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
-        _ = try Child("/usr/bin/cc", ["-O2", "-shared", "-fPIC", "-D_GNU_SOURCE"] + sources + dbus + ["-lpthread", "-o", dir + "/libCNotify.so"]).readToEnd()
+    }
+
+    /// Builds peers/peers.c against every peer's C client library and libCNotify; returns it.
+    static func buildPeers() throws -> String {
+        let root = try packageRoot()
+        let dir = try buildLibrary()
+        let libraries: [String]
+        do { libraries = try flags("dbus-1", "libzmq", "hiredis", "libnats", "libmosquitto", "libsystemd") } catch {
+            throw BenchError("a peer's C library is missing: bash .ci/install-deps installs libzmq3-dev libhiredis-dev libnats-dev libmosquitto-dev libsystemd-dev")
+        }
+        _ = try Child("/usr/bin/cc", ["-O2", root + "/Sources/notify-bench/peers/peers.c", "-I", root + "/Shims/CNotify/include", "-L", dir,
+                                      "-lCNotify", "-Wl,-rpath," + dir] + libraries + ["-lpthread", "-o", dir + "/peers"]).readToEnd()
+        return dir + "/peers"
+    }
+
+    /// Builds libCNotify.so and the observer into a temporary directory; returns the observer.
+    static func buildObserver() throws -> String {
+        let root = try packageRoot()
+        let dir = try buildLibrary()
         try (observerSource.replacingOccurrences(of: "#include <stdio.h>", with: "#include <stdio.h>\n#include <stdlib.h>"))
             .write(toFile: dir + "/observer.c", atomically: true, encoding: .utf8)
         _ = try Child("/usr/bin/cc", ["-O2", dir + "/observer.c", "-I", root + "/Shims/CNotify/include", "-L", dir, "-lCNotify",

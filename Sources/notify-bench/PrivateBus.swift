@@ -29,6 +29,9 @@ final class PrivateBus {
         daemon = child.process
     }
 
+    /// The daemon's pid (whose CPU time the peers suite counts).
+    var pid: Int32 { daemon.processIdentifier }
+
     func stop() {
         Foundation.kill(daemon.processIdentifier, SIGKILL) // SIGTERM may be blocked: see Child.stop()
         daemon.waitUntilExit()

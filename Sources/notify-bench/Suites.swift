@@ -5,6 +5,7 @@ struct Options {
     var rounds = 3
     var warmup = 300
     var json = false
+    var strict = false
 }
 
 /// `latency`: post → callback in another process, ours against the raw-libdbus floor. The variants
