@@ -3,7 +3,9 @@
 // and the raw-libdbus floor, in one run, interleaved, so every ratio is read against the same
 // machine state. Each system is driven by peers/peers.c with its own C client library; the
 // servers (dbus-daemon, redis-server, nats-server, mosquitto) are started here and stopped by pid.
+import DarwinNotify
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -74,6 +76,7 @@ final class PeerServers {
         [
             PeerSystem(id: "libdbus", label: "raw libdbus signal (floor)", address: bus.address, serverPID: bus.pid),
             PeerSystem(id: "darwin", label: "DarwinNotify, C callback", address: bus.address, serverPID: bus.pid),
+            PeerSystem(id: "swift", label: "DarwinNotify, Swift closure", address: bus.address, serverPID: bus.pid),
             PeerSystem(id: "sdbus", label: "sd-bus signal (libsystemd)", address: bus.address, serverPID: bus.pid),
             PeerSystem(id: "zmq", label: "ZeroMQ PUB/SUB, ipc://", address: directory + "/zmq", serverPID: nil),
             PeerSystem(id: "redis", label: "Redis pub/sub, Unix socket", address: directory + "/redis.sock", serverPID: redis.processIdentifier),
@@ -102,8 +105,14 @@ final class PeerProcess {
 
     init(_ binary: String, _ system: PeerSystem, _ arguments: [String], environment: [String: String]) throws {
         let output = Pipe()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = [system.id, system.address] + arguments
+        // The Swift closure's subscriber is notify-bench itself (SwiftPeer); everything else is peers.c.
+        if system.id == "swift", arguments.first == "sub" {
+            process.executableURL = URL(fileURLWithPath: Child.siblings + "/notify-bench")
+            process.arguments = ["_peer-sub", system.address] + arguments.dropFirst()
+        } else {
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = [system.id == "swift" ? "darwin" : system.id, system.address] + arguments
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardOutput = output
         process.standardInput = input
@@ -219,25 +228,26 @@ func peersSuite(_ options: Options) async throws -> [[String]] {
     let messages = max(200, options.samples * 10)
     let stamps = options.samples >= 1000 ? 9 : 3
     var rounds: [String: [PeerRound]] = [:]
-    var swiftLatency = Samples()
     for r in 0 ..< options.rounds {
         for k in 0 ..< systems.count {
             let system = systems[(k + r) % systems.count]
             var round = PeerRound()
-            round.latency = try PeersBench.latency(binary, system, samples: samples, warmup: options.warmup, env: env)
+            if system.id == "swift" { // its own ping-pong (the latency suite's harness: closures on both sides)
+                round.latency = try await PingPong.measure(.swiftClosure, bus: servers.bus.address, samples: samples, warmup: options.warmup)
+            } else {
+                round.latency = try PeersBench.latency(binary, system, samples: samples, warmup: options.warmup, env: env)
+            }
             try PeersBench.throughput(binary, system, messages: messages, env: env, into: &round)
             try PeersBench.fanout(binary, system, stamps: stamps, env: env, into: &round)
             rounds[system.id, default: []].append(round)
         }
-        // This project's Swift closure: its own ping-pong (the latency suite's harness).
-        swiftLatency.add(try await PingPong.measure(.swiftClosure, bus: servers.bus.address, samples: samples, warmup: options.warmup))
     }
-    return peersTable(systems: systems, rounds: rounds, swiftLatency: swiftLatency, messages: messages)
+    return peersTable(systems: systems, rounds: rounds, messages: messages)
 }
 
 /// The table: one row per system, medians of the rounds, each with its ratio to this project's C
 /// callback row and its spread ((max − min) / median across rounds; ⚠ past 20%).
-func peersTable(systems: [PeerSystem], rounds: [String: [PeerRound]], swiftLatency: Samples, messages: Int) -> [[String]] {
+func peersTable(systems: [PeerSystem], rounds: [String: [PeerRound]], messages: Int) -> [[String]] {
     let ours = rounds["darwin"] ?? []
     func stat(_ values: [Double]) -> (median: Double, spread: Double) {
         let m = median(values)
@@ -267,10 +277,6 @@ func peersTable(systems: [PeerSystem], rounds: [String: [PeerRound]], swiftLaten
             cell(rs.map(\.idleKilobytes), ours.map(\.idleKilobytes), format: "%.0f"),
         ])
     }
-    let swiftP50 = swiftLatency.p50, oursP50 = median(ours.map(\.latency.p50))
-    table.append(["DarwinNotify, Swift closure (latency suite's harness)",
-                  String(format: "%.1f (%.2f×)", swiftP50, oursP50 > 0 ? swiftP50 / oursP50 : 0),
-                  String(format: "%.1f", swiftLatency.p99), "—", "—", "—", "—"])
     return table
 }
 
@@ -289,4 +295,50 @@ func json(suite: String, table: [[String]]) -> String {
         "{" + zip(header, row).map { "\"\($0.0)\":\"\($0.1)\"" }.joined(separator: ",") + "}"
     }
     return "{\"suite\":\"\(suite)\",\"rows\":[" + rows.joined(separator: ",") + "]}"
+}
+
+/// The Swift closure as a peers.c `sub` (`notify-bench _peer-sub ADDRESS [N]`): observes "bench"
+/// with `observe(_:queue:)` on a serial queue (the closure API's default shape) and prints what
+/// peers.c's subscriber prints, so the Swift row is measured by the same harness, against the C
+/// publisher. The arrival time is taken inside the closure.
+enum SwiftPeer {
+    static func runSubscriber(address: String, count: Int?) throws -> Never {
+        let center = try NotifyCenter(bus: address)
+        let state = Mutex<(received: Int, first: UInt64, last: UInt64)>((0, 0, 0))
+        let done = DispatchSemaphore(value: 0)
+        let cpu0 = cpuMicros(getpid())
+        let observation = try center.observe("bench", queue: DispatchQueue(label: "bench.sub")) { _ in
+            let now = monotonicNanoseconds() // the clock peers.c stamps with
+            let received = state.withLock { s -> Int in
+                if s.received == 0 { s.first = now }
+                s.received += 1
+                s.last = now
+                return s.received
+            }
+            if let count { if received == count { done.signal() } }
+            else { FileHandle.standardOutput.write(Data("got \(now)\n".utf8)) }
+        }
+        FileHandle.standardOutput.write(Data("ready\n".utf8))
+        if count != nil {
+            // Until all arrived, or 2 s with nothing new after the first (the rest was lost).
+            var seen = -1
+            while done.wait(timeout: .now() + 2) == .timedOut {
+                let now = state.withLock { $0.received }
+                if now == seen && now > 0 { break }
+                seen = now
+            }
+            let s = state.withLock { $0 }
+            FileHandle.standardOutput.write(Data("received \(s.received) \(s.first) \(s.last) cpu_us=\(Int(cpuMicros(getpid()) - cpu0))\n".utf8))
+        }
+        while readLine() != nil {}
+        observation.cancel()
+        exit(0)
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock every peers.c process stamps with.
+func monotonicNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }

@@ -9,6 +9,10 @@ if arguments.count == 3, arguments[0] == "_swift-echo" || arguments[0] == "_swif
     try PingPong.runSwiftEcho(ping: arguments[1], pong: arguments[2], queue: queue)
 }
 
+if arguments.count >= 2, arguments[0] == "_peer-sub" {
+    try SwiftPeer.runSubscriber(address: arguments[1], count: arguments.count >= 3 ? Int(arguments[2]) : nil)
+}
+
 func usage() -> Never {
     FileHandle.standardError.write(Data("usage: notify-bench latency|names|throughput|fanout|check|wormhole|memory|cli|bridge|peers|all [--samples N] [--rounds N] [--warmup N] [--json] [--strict]\n".utf8))
     exit(64)
