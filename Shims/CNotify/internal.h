@@ -39,7 +39,7 @@
  *   watches.lock (watches.c)       the watch and timeout arrays                   never held across a libdbus call
  *   cn_waiter.lock (rules.c)       one AddMatch reply                             taken under link.lock
  *   leaves: delivery.self_lock (the `self.` queue), state.lock (state.c; never held across the
- *   file system: only the cached paths), the notice lock (errors.c), tok_lock then a token's
+ *   file system: only the cached paths), the notice lock (notice.c), tok_lock then a token's
  *   mu (notify_api.c), a dispatch target's mu (dispatch_api.c). A leaf is never held while
  *   another lock is taken, except tok_lock -> token mu.
  */
@@ -78,7 +78,7 @@ _Static_assert(sizeof(uid_t) <= sizeof(uint32_t), "a uid fits the 32-bit values 
 
 /* ---- errors.c: thread-local error sentences ---- */
 void cn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Says on stderr, once per process, that a call succeeded in an unexpected way (errors.c). */
+/* Says on stderr, once per process, that a call succeeded in an unexpected way (notice.c). */
 void cn_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cn_clear_error(void);
 
@@ -129,7 +129,7 @@ void cn_map_clear(cn_map *m, void (*free_value)(void *));
 _Static_assert(sizeof CN_BUCKET_PREFIX - 1 + 3 < CN_BUCKET_INTERFACE_LEN, "a bucket interface fits its buffer");
 _Static_assert(CN_BUCKET_MASK == 4095u, "4096 buckets: three hex digits");
 
-/* FNV-1a, the one hash of the core: 32-bit for buckets, 64-bit (with the offset basis given)
+/* hash.c: FNV-1a, the one hash of the core: 32-bit for buckets, 64-bit (with the offset basis given)
  * for state file names and the map. */
 #define CN_FNV64_OFFSET_BASIS 14695981039346656037ull
 uint32_t cn_fnv1a32(const char *s);
@@ -487,8 +487,5 @@ void cn_tokens_cancel_for_center(CNotify_center *c);
 /* DARWIN_NOTIFY_TEST_START_DELAY_MS: widens the moment between the I/O thread's creation and
  * the return of cn_center_start. */
 void cn_test_start_delay(void);
-/* DARWIN_NOTIFY_TEST_REPORT_SCANS=1: says on stderr each time a directory is read to find a
- * squatted state directory's replacement (a test counts them). */
-void cn_test_report_scan(const char *dir, const char *prefix);
 
 #endif

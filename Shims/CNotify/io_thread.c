@@ -9,7 +9,6 @@
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
-#include <stdio.h>
 #include "internal.h"
 
 #define BACKOFF_FIRST_MS 10
@@ -149,7 +148,3 @@ void cn_test_start_delay(void) {
     nanosleep(&ts, NULL);
 }
 
-void cn_test_report_scan(const char *dir, const char *prefix) {
-    const char *on = getenv("DARWIN_NOTIFY_TEST_REPORT_SCANS");
-    if (on && *on == '1') fprintf(stderr, "darwin-notify-test: scanned %s for %s*\n", dir, prefix);
-}

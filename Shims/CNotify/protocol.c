@@ -1,6 +1,6 @@
 /*
- * protocol.c: the wire and file contract, one section per section of docs/PROTOCOL.md: the hash,
- * bucket interfaces, match rules and their escaping, the Post signal (build and parse), sequence
+ * protocol.c: the wire and file contract, one section per section of docs/PROTOCOL.md: bucket
+ * interfaces (with hash.c's FNV-1a), match rules and their escaping, the Post signal (build and parse), sequence
  * numbering, and the names of state files. Another implementation can be checked against it
  * through the CNotify_protocol_* functions (include/darwin_notify.h).
  */
@@ -8,20 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
-
-/* ---- PROTOCOL.md "Hash": FNV-1a ---- */
-
-uint32_t cn_fnv1a32(const char *s) {
-    uint32_t h = 2166136261u; /* the 32-bit offset basis */
-    for (; *s; s++) { h ^= (unsigned char)*s; h *= 16777619u; }
-    return h;
-}
-
-uint64_t cn_fnv1a64(const char *s, uint64_t basis) {
-    uint64_t h = basis;
-    for (; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ull; }
-    return h;
-}
 
 /* ---- PROTOCOL.md "Bucket interfaces" ---- */
 

@@ -64,6 +64,13 @@ int cn_state_temp_file(const char *dir, char *path, size_t len) {
     return -1;
 }
 
+/* DARWIN_NOTIFY_TEST_REPORT_SCANS=1: says on stderr each time a directory is read to find a
+ * squatted directory's replacement (a test counts them); inert otherwise. */
+static void report_scan(const char *dir, const char *prefix) {
+    const char *on = getenv("DARWIN_NOTIFY_TEST_REPORT_SCANS");
+    if (on && *on == '1') fprintf(stderr, "darwin-notify-test: scanned %s for %s*\n", dir, prefix);
+}
+
 /* ---- first usable of a list ---- */
 
 /* Why `st` cannot serve, or NULL if it can. `role` selects the rule. */
@@ -100,7 +107,7 @@ static int first_usable(const char *parent, const char *base, dir_problem_fn pro
     int plen = snprintf(prefix, sizeof prefix, "%s.", base);
     DIR *d = opendir(parent);
     if (!d) return 0;
-    cn_test_report_scan(parent, prefix);
+    report_scan(parent, prefix);
     char best[NAME_MAX + 1] = "";
     for (struct dirent *e; (e = readdir(d));) {
         if (strncmp(e->d_name, prefix, (size_t)plen) != 0) continue;
