@@ -3,7 +3,6 @@
  * started on first use by whichever process needs it (under a lock file, so concurrent starters
  * agree), daemonised so it outlives the process that started it.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -137,7 +136,8 @@ char *cn_address_without_guid(const char *address) {
 
 /* Why `dir` cannot be our private runtime directory, or NULL: it must be a real directory of
  * ours that nobody else may write in. */
-static const char *private_dir_problem(const struct stat *st) {
+static const char *private_dir_problem(const struct stat *st, const void *unused) {
+    (void)unused;
     if (S_ISLNK(st->st_mode)) return "it is a symbolic link";
     if (!S_ISDIR(st->st_mode)) return "it is not a directory";
     if (st->st_uid != geteuid()) return "it is owned by another user";
@@ -151,7 +151,7 @@ static uint32_t check_private_dir(const char *dir) {
         cn_set_error("cannot inspect runtime directory %s: %s", dir, strerror(errno));
         return NOTIFY_STATUS_FAILED;
     }
-    const char *why = private_dir_problem(&st);
+    const char *why = private_dir_problem(&st, NULL);
     if (!why) return NOTIFY_STATUS_OK;
     if (st.st_uid != geteuid() && S_ISDIR(st.st_mode))
         cn_set_error("refusing runtime directory %s: it is owned by uid %u, not by you (uid %u)",
@@ -170,28 +170,9 @@ static uint32_t check_private_dir(const char *dir) {
  * first valid one in byte order, so every process of ours finds the same; made if there is none
  * and `create`. 1 if `out` names one, else 0. */
 static int fallback_runtime_dir(const char *primary, int create, char *out, size_t len) {
-    char prefix[64];
     const char *base = strrchr(primary, '/') + 1;
-    int plen = snprintf(prefix, sizeof prefix, "%s.", base);
-    char best[NAME_MAX + 1] = "";
-    DIR *d = opendir("/tmp");
-    if (d) {
-        for (struct dirent *e; (e = readdir(d));) {
-            struct stat st;
-            if (strncmp(e->d_name, prefix, (size_t)plen) != 0 || (best[0] && strcmp(e->d_name, best) >= 0)) continue;
-            if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !private_dir_problem(&st))
-                snprintf(best, sizeof best, "%s", e->d_name);
-        }
-        closedir(d);
-    }
-    if (best[0]) {
-        snprintf(out, len, "/tmp/%s", best);
-        return 1;
-    }
-    if (!create) return 0;
-    snprintf(out, len, "%s.XXXXXX", primary);
-    if (!mkdtemp(out)) return 0;
-    return fallback_runtime_dir(primary, 0, out, len); /* another process of ours may have made one too */
+    if (cn_first_usable_dir("/tmp", base, private_dir_problem, NULL, out, len)) return 1;
+    return create && cn_make_usable_dir_beside("/tmp", base, 0700, private_dir_problem, NULL, out, len) == 0;
 }
 
 uint32_t cn_embedded_runtime_dir(char *out, size_t len, int create) {
@@ -226,7 +207,7 @@ uint32_t cn_embedded_runtime_dir(char *out, size_t len, int create) {
         return NOTIFY_STATUS_FAILED;
     }
     cn_clear_error();
-    cn_notice("%s is not ours (%s); using %s instead", primary, private_dir_problem(&st), out);
+    cn_notice("%s is not ours (%s); using %s instead", primary, private_dir_problem(&st, NULL), out);
     return NOTIFY_STATUS_OK;
 }
 

@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #include "include/darwin_notify.h"
@@ -450,6 +451,17 @@ void cn_sender_cache_reset(CNotify_center *c);
 int cn_credential_create(const char *bus_id, const char *sender, const char *name, uint64_t seq);
 /* 1 if `fd` is a credential of exactly this post made by uid `owner` or root, else 0. */
 int cn_credential_verify(int fd, const char *bus_id, const char *sender, const char *name, uint64_t seq, uid_t owner);
+
+/* ---- usable_dirs.c: a directory under a name anyone could have taken first ---- */
+/* Why `st` cannot serve (NULL if it can); `arg` is the caller's (the uid of a uid.N directory). */
+typedef const char *(*cn_dir_problem_fn)(const struct stat *st, const void *arg);
+/* The first usable of `parent`/`base`, then `parent`/`base`.* in byte order, into out: 1, or 0. */
+int cn_first_usable_dir(const char *parent, const char *base, cn_dir_problem_fn problem, const void *arg,
+                        char *out, size_t len);
+/* Makes `parent`/`base`.XXXXXX in `mode`, then returns the first usable one (ours or another
+ * process's made at the same moment): 0, or -1 with errno. */
+int cn_make_usable_dir_beside(const char *parent, const char *base, mode_t mode, cn_dir_problem_fn problem,
+                              const void *arg, char *out, size_t len);
 
 /* ---- state_dirs.c: which directories hold state, and which may be believed ---- */
 typedef enum cn_state_place {

@@ -10,7 +10,6 @@
  * the wrong mode is repaired with chmod, which keeps its values; nothing holding values is moved
  * aside or emptied.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -64,22 +63,13 @@ int cn_state_temp_file(const char *dir, char *path, size_t len) {
     return -1;
 }
 
-/* DARWIN_NOTIFY_TEST_REPORT_SCANS=1: says on stderr each time a directory is read to find a
- * squatted directory's replacement (a test counts them); inert otherwise. */
-static void report_scan(const char *dir, const char *prefix) {
-    const char *on = getenv("DARWIN_NOTIFY_TEST_REPORT_SCANS");
-    if (on && *on == '1') fprintf(stderr, "darwin-notify-test: scanned %s for %s*\n", dir, prefix);
-}
-
 /* ---- first usable of a list ---- */
-
-/* Why `st` cannot serve, or NULL if it can. `role` selects the rule. */
-typedef const char *(*dir_problem_fn)(const struct stat *st);
 
 /* The shared directory D of a bus: everyone writes in it and nobody removes another's entries
  * (1777). Its owner can still empty it (so a D owned by another user is used, and its owner can
  * reset the values in it, as docs/PROTOCOL.md says); a D of root or ours may also be private. */
-static const char *shared_root_problem(const struct stat *st) {
+static const char *shared_root_problem(const struct stat *st, const void *unused) {
+    (void)unused;
     if (!S_ISDIR(st->st_mode)) return "not a directory (or a symbolic link)";
     mode_t mode = st->st_mode & 07777;
     if (st->st_uid == 0 || st->st_uid == geteuid()) {
@@ -91,35 +81,11 @@ static const char *shared_root_problem(const struct stat *st) {
 }
 
 /* plain/ in a shared D: everyone may write and replace files (0777, not sticky). */
-static const char *shared_plain_problem(const struct stat *st) {
+static const char *shared_plain_problem(const struct stat *st, const void *unused) {
+    (void)unused;
     if (!S_ISDIR(st->st_mode)) return "not a directory (or a symbolic link)";
     if ((st->st_mode & 07777) != 0777) return "not mode 0777";
     return NULL;
-}
-
-/* The first usable of `parent`/`base` and `parent`/`base`.* in byte order, into out; 0 if none.
- * `base` itself is tried first so the common case reads no directory. */
-static int first_usable(const char *parent, const char *base, dir_problem_fn problem, char *out, size_t len) {
-    struct stat st;
-    snprintf(out, len, "%s/%s", parent, base);
-    if (lstat(out, &st) == 0 && !problem(&st)) return 1;
-    char prefix[NAME_MAX + 2];
-    int plen = snprintf(prefix, sizeof prefix, "%s.", base);
-    DIR *d = opendir(parent);
-    if (!d) return 0;
-    report_scan(parent, prefix);
-    char best[NAME_MAX + 1] = "";
-    for (struct dirent *e; (e = readdir(d));) {
-        if (strncmp(e->d_name, prefix, (size_t)plen) != 0) continue;
-        if (best[0] && strcmp(e->d_name, best) >= 0) continue;
-        if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !problem(&st))
-            snprintf(best, sizeof best, "%s", e->d_name);
-    }
-    closedir(d);
-    if (!best[0]) return 0;
-    snprintf(out, len, "%s/%s", parent, best);
-    return 1;
 }
 
 static uint32_t chmod_checked(const char *path, mode_t mode) {
@@ -131,7 +97,7 @@ static uint32_t chmod_checked(const char *path, mode_t mode) {
 /* Finds (or makes) the shared directory `parent`/`base` with mode `mode`: the named one if
  * usable, repaired if it is ours and only its mode is wrong, else the first usable `base`.*,
  * else a new `base`.XXXXXX. `what` names it in sentences. */
-static uint32_t shared_dir(const char *parent, const char *base, mode_t mode, dir_problem_fn problem,
+static uint32_t shared_dir(const char *parent, const char *base, mode_t mode, cn_dir_problem_fn problem,
                            const char *what, char *out, size_t len) {
     char named[PATH_MAX];
     snprintf(named, sizeof named, "%s/%s", parent, base);
@@ -140,29 +106,21 @@ static uint32_t shared_dir(const char *parent, const char *base, mode_t mode, di
         if (rc != NOTIFY_STATUS_OK) return rc;
     }
     struct stat st;
-    if (lstat(named, &st) == 0 && S_ISDIR(st.st_mode) && problem(&st) && st.st_uid == geteuid()) {
+    if (lstat(named, &st) == 0 && S_ISDIR(st.st_mode) && problem(&st, NULL) && st.st_uid == geteuid()) {
         /* Ours in the wrong mode: chmod keeps every value it holds. Not another's, even as root:
          * its owner could change it back, and everyone must agree on one directory. */
-        if (chmod(named, mode) == 0 && lstat(named, &st) == 0 && !problem(&st)) {
+        if (chmod(named, mode) == 0 && lstat(named, &st) == 0 && !problem(&st, NULL)) {
             snprintf(out, len, "%s", named);
             return NOTIFY_STATUS_OK;
         }
     }
-    if (first_usable(parent, base, problem, out, len)) return NOTIFY_STATUS_OK;
+    if (cn_first_usable_dir(parent, base, problem, NULL, out, len)) return NOTIFY_STATUS_OK;
     /* Taken by someone else in a way we may not repair: our own beside it. */
-    char made[PATH_MAX];
-    snprintf(made, sizeof made, "%s/%s.XXXXXX", parent, base);
-    if (!mkdtemp(made)) {
+    if (cn_make_usable_dir_beside(parent, base, mode, problem, NULL, out, len) != 0) {
         cn_set_error("cannot make %s beside %s: %s", what, named, strerror(errno));
         return NOTIFY_STATUS_FAILED;
     }
-    if (chmod_checked(made, mode) != NOTIFY_STATUS_OK) return NOTIFY_STATUS_FAILED;
-    /* Another process may have made one at the same moment: everyone takes the first. */
-    if (!first_usable(parent, base, problem, out, len)) {
-        cn_set_error("no usable %s in %s", what, parent);
-        return NOTIFY_STATUS_FAILED;
-    }
-    const char *why = lstat(named, &st) == 0 ? problem(&st) : "missing";
+    const char *why = lstat(named, &st) == 0 ? problem(&st, NULL) : "missing";
     cn_notice("%s is unusable (%s, owned by uid %u): using %s instead", named, why ? why : "changed",
               (unsigned)st.st_uid, out);
     return NOTIFY_STATUS_OK;
@@ -178,7 +136,7 @@ uint32_t cn_state_root_in_use(const char *path, cn_state_place place, char *out,
     char *slash = strrchr(parent, '/');
     if (!slash || slash == parent) return NOTIFY_STATUS_OK;
     *slash = '\0';
-    if (!first_usable(parent, slash + 1, shared_root_problem, out, len)) snprintf(out, len, "%s", path);
+    if (!cn_first_usable_dir(parent, slash + 1, shared_root_problem, NULL, out, len)) snprintf(out, len, "%s", path);
     return NOTIFY_STATUS_OK;
 }
 
@@ -213,7 +171,7 @@ uint32_t cn_state_root(const char *path, cn_state_place place, char *out, size_t
         cn_set_error("cannot inspect state directory %s: %s", out, strerror(errno));
         return NOTIFY_STATUS_FAILED;
     }
-    const char *why = shared_root_problem(&st);
+    const char *why = shared_root_problem(&st, NULL);
     if (why) return refuse_root(out, &st, why);
     *shared = (st.st_mode & S_IWOTH) != 0;
     return NOTIFY_STATUS_OK;
@@ -259,16 +217,14 @@ static int uid_dir_usable(const struct stat *st, uid_t n) {
     return S_ISDIR(st->st_mode) && (st->st_uid == n || st->st_uid == 0) && !(st->st_mode & (S_IWGRP | S_IWOTH));
 }
 
-static _Thread_local uid_t tl_uid_for_problem;
-static const char *uid_dir_problem(const struct stat *st) {
-    return uid_dir_usable(st, tl_uid_for_problem) ? NULL : "not a directory of that uid writable by it only";
+static const char *uid_dir_problem(const struct stat *st, const void *uid) {
+    return uid_dir_usable(st, *(const uid_t *)uid) ? NULL : "not a directory of that uid writable by it only";
 }
 
 int cn_state_find_uid_dir(const char *root, uid_t n, char *out, size_t len) {
     char base[32];
     snprintf(base, sizeof base, "uid.%u", (unsigned)n);
-    tl_uid_for_problem = n;
-    return first_usable(root, base, uid_dir_problem, out, len);
+    return cn_first_usable_dir(root, base, uid_dir_problem, &n, out, len);
 }
 
 uint32_t cn_state_make_uid_dir(const char *root, uid_t n, char *out, size_t len) {

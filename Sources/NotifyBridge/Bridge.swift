@@ -237,9 +237,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         if publish(topic: TopicCodec.stateTopic(name), body: .state(value), retain: true) {
             counters.withLock { $0.statesExported += 1 }
         } else if tracked {
-            unechoedStates.withLock { table in
-                if let entry = table[name] { table[name] = entry.count > 1 ? (entry.count - 1, entry.since) : nil }
-            }
+            ownStateEchoed(name) // dropped: no echo will come for it
         }
     }
 

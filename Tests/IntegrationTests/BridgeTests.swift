@@ -309,10 +309,7 @@ extension IntegrationSuites {
             let host = try TestBus()
             let bridge = try startBridge(host, broker, ["--import", "com.g", "user"])
             let watch = try NamespaceWatcher("com.g", on: host)
-            let publish = { (topic: String, message: String) throws in
-                let result = try run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1", "-t", topic, "-m", message])
-                #expect(result.status == 0, "\(result.err)")
-            }
+            let publish = { (topic: String, message: String) throws in try broker.publish(topic, message) }
             try publish("darwin-notify/com/g/junk", "hello")
             try publish("darwin-notify/com/g/bad%zz", "DNB1 other-1 1 post\n")
             try publish("darwin-notify/user/uid/0/x", "DNB1 other-1 2 post\n")
@@ -334,10 +331,7 @@ extension IntegrationSuites {
             let host = try TestBus()
             let bridge = try startBridge(host, broker, ["--import", "com.g", "--state-limit", "3"])
             let watch = try NamespaceWatcher("com.g", on: host)
-            let publish = { (topic: String, message: String) throws in
-                let result = try run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1", "-t", topic, "-m", message])
-                #expect(result.status == 0, "\(result.err)")
-            }
+            let publish = { (topic: String, message: String) throws in try broker.publish(topic, message) }
             // Item 3: the origin's own post, a forged 2^64-1 on another topic, then its next posts.
             try publish("darwin-notify/com/g/a", "DNB1 hostA-1 10 post\n")
             try publish("darwin-notify/com/g/poison", "DNB1 hostA-1 18446744073709551615 post\n")
@@ -355,9 +349,7 @@ extension IntegrationSuites {
             try bridge.waitForStderr("ignored a message on darwin-notify/com/g/a%2Eb: not a name's topic")
             // Item 14: retained states of more names than --state-limit: three imported, the rest counted.
             for i in 0 ..< 5 {
-                let r = try run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1", "-r",
-                                                           "-t", "darwin-notify-state/com/g/s\(i)", "-m", "DNB1 hostA-1 \(20 + i) state \(i + 1)\n"])
-                #expect(r.status == 0)
+                try broker.publish("darwin-notify-state/com/g/s\(i)", "DNB1 hostA-1 \(20 + i) state \(i + 1)\n", retain: true)
             }
             try bridge.waitForStderr("3 state names were imported already (--state-limit)")
             // Item 9: 300 junk messages on 300 topics: a few lines and a count, not 300 lines.

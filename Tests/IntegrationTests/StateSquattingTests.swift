@@ -11,14 +11,10 @@ extension IntegrationSuites {
         let bus: SystemLikeBus
         init() throws { bus = try SystemLikeBus() }
 
-        /// Runs `executable` as `uid` with exactly `environment` (plus a PATH).
+        /// Runs `executable` as `uid` with exactly `environment` (plus a PATH and HOME).
         func runAs(_ uid: UInt32, _ executable: String, _ arguments: [String], environment: [String: String], timeout: TimeInterval = 30)
             throws -> (status: Int32, out: String, err: String) {
-            let path = executable.hasPrefix("/") ? executable : ChildProcess.productsDirectory + "/" + executable
-            let argv = uid == 0 ? [path] + arguments : ["/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", path] + arguments
-            return try run(argv[0], Array(argv.dropFirst()),
-                           environment: environment.merging(["PATH": "/usr/bin:/bin", "HOME": "/nonexistent"]) { $1 },
-                           replaceEnvironment: true, timeout: timeout)
+            try bus.runAs(uid, executable, arguments, exactly: environment, timeout: timeout)
         }
 
         var stateDir: String { bus.directory + "/state" }

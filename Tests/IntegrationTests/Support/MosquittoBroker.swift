@@ -50,6 +50,13 @@ final class MosquittoBroker: Sendable {
         _ = try child.waitForExit(timeout: 10)
     }
 
+    /// Publishes `message` on `topic` with mosquitto_pub (QoS 1), as any client of the broker could.
+    func publish(_ topic: String, _ message: String, retain: Bool = false) throws {
+        let result = try run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(port)", "-q", "1"] + (retain ? ["-r"] : [])
+                             + ["-t", topic, "-m", message])
+        if result.status != 0 { throw TestFailure("mosquitto_pub -t \(topic): \(result.err)") }
+    }
+
     deinit {
         try? kill()
         try? FileManager.default.removeItem(atPath: directory)

@@ -77,10 +77,18 @@ final class SystemLikeBus: Sendable {
     }
 
     /// Runs a product (or an absolute path) as `uid` (and the same gid), with no supplementary groups.
-    func runAs(_ uid: UInt32, _ executable: String, _ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+    /// With `exactly`, the child's whole environment is that (plus a PATH and HOME), not this
+    /// bus's merged into ours; uid 0 then runs it directly.
+    func runAs(_ uid: UInt32, _ executable: String, _ arguments: [String], exactly: [String: String]? = nil,
+               timeout: TimeInterval = 30) throws -> (status: Int32, out: String, err: String) {
         let path = executable.hasPrefix("/") ? executable : ChildProcess.productsDirectory + "/" + executable
-        return try run("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", path] + arguments,
-                       environment: environment.merging(["HOME": "/nonexistent", "XDG_RUNTIME_DIR": ""]) { $1 })
+        guard let exactly else {
+            return try run("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", path] + arguments,
+                           environment: environment.merging(["HOME": "/nonexistent", "XDG_RUNTIME_DIR": ""]) { $1 }, timeout: timeout)
+        }
+        let argv = uid == 0 ? [path] + arguments : ["/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", path] + arguments
+        return try run(argv[0], Array(argv.dropFirst()), environment: exactly.merging(["PATH": "/usr/bin:/bin", "HOME": "/nonexistent"]) { $1 },
+                       replaceEnvironment: true, timeout: timeout)
     }
 
     /// Runs as this process's uid (root in CI).
