@@ -41,7 +41,7 @@ DBUS_LIBS   := $(shell pkg-config --libs dbus-1)
 LIB_CFLAGS  := $(CFLAGS) -std=gnu11 -fPIC -Wall -D_GNU_SOURCE -DDARWIN_NOTIFY_VERSION='"$(VERSION)"' \
                $(BLOCKS) $(DBUS_CFLAGS)
 
-SRCS := $(wildcard Shims/CNotify/*.c)
+SRCS := $(wildcard Shims/CNotify/*/*.c)
 OBJS := $(patsubst Shims/CNotify/%.c,$(BUILD)/obj/%.o,$(SRCS))
 HEADERS := Shims/CNotify/include/notify.h Shims/CNotify/include/darwin_notify.h
 MANPAGES := $(wildcard man/*.1 man/*.3 man/*.7)
@@ -53,7 +53,7 @@ all: lib data $(if $(filter 1,$(WITH_CLI)),cli)
 
 lib: $(BUILD)/$(REALNAME) $(BUILD)/$(LIBNAME).a $(BUILD)/darwin-notify.pc
 
-$(BUILD)/obj/%.o: Shims/CNotify/%.c Shims/CNotify/internal.h Shims/CNotify/dispatch_target.h $(HEADERS) VERSION
+$(BUILD)/obj/%.o: Shims/CNotify/%.c $(wildcard Shims/CNotify/*/*.h) $(HEADERS) VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -c $< -o $@
 

@@ -66,6 +66,27 @@ struct ProtocolVectorTests {
                 var out = [CChar](repeating: 0, count: 4096)
                 #expect(CNotify_state_directory(input, &out, out.count) == 0, "\(String(cString: CNotify_last_error()))")
                 #expect(String(cString: out) == row.value, "\(row)")
+            case "post body with an origin":
+                // "<name> <sequence> <origin>": the Post our library sends carries the origin as its
+                // third argument (signature `sts`), and a receiver reads it back.
+                let parts = input.split(separator: " ").map(String.init)
+                try #require(parts.count == 3, "\(row)")
+                var bytes: UnsafeMutablePointer<CChar>?
+                var length: Int32 = 0
+                #expect(CNotify_protocol_build_post_from(parts[0], UInt64(parts[1])!, parts[2], &bytes, &length) == 0,
+                        "\(String(cString: CNotify_last_error()))")
+                let data = Data(bytes: try #require(bytes), count: Int(length))
+                let signature = Data([UInt8(row.value.utf8.count)] + Array(row.value.utf8) + [0])
+                #expect(data.range(of: signature) != nil, "the marshalled post has signature \(row.value)")
+                var origin = [CChar](repeating: 0, count: 33)
+                #expect(CNotify_protocol_post_origin(bytes, length, &origin) == 0)
+                #expect(String(cString: origin) == parts[2])
+                var name = [CChar](repeating: 0, count: 600)
+                var seq: UInt64 = 0
+                var hasSeq: Int32 = 0
+                #expect(CNotify_protocol_parse_post(bytes, length, &name, name.count, &seq, &hasSeq) == 0)
+                #expect(String(cString: name) == parts[0] && seq == UInt64(parts[1])! && hasSeq == 1)
+                CNotify_protocol_free(bytes)
             default:
                 Issue.record("a vector the test does not know: \(row)")
             }
@@ -105,10 +126,10 @@ struct ProtocolVectorTests {
     func credential() {
         let lines = ProtocolVectorTests.blocks[2].split(separator: "\n", omittingEmptySubsequences: false).dropLast()
         #expect(Array(lines) == ["darwin-notify-credential 1", "0123456789abcdef0123456789abcdef", ":1.42", "user.uid.1000.sync", "2"])
-        // The library's own format string is in Shims/CNotify/credentials.c (CN_CREDENTIAL_MAGIC
+        // The library's own format string is in Shims/CNotify/base/credentials.c (CN_CREDENTIAL_MAGIC
         // and format_binding); checked here against the source, as the function is internal.
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let source = (try? String(contentsOf: root.appendingPathComponent("Shims/CNotify/credentials.c"), encoding: .utf8)) ?? ""
+        let source = (try? String(contentsOf: root.appendingPathComponent("Shims/CNotify/base/credentials.c"), encoding: .utf8)) ?? ""
         #expect(source.contains("#define CN_CREDENTIAL_MAGIC \"darwin-notify-credential 1\\n\""))
         #expect(source.contains("CN_CREDENTIAL_MAGIC \"%s\\n%s\\n%s\\n%llu\\n\", bus_id, sender, name"))
     }

@@ -30,8 +30,8 @@ extension IntegrationSuites {
         func plainCCBuild() throws {
             let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
             let dir = try makeTemporaryDirectory("ccbuild")
-            let sources = try FileManager.default.contentsOfDirectory(atPath: root + "/Shims/CNotify")
-                .filter { $0.hasSuffix(".c") }.map { root + "/Shims/CNotify/" + $0 }
+            let sources = try FileManager.default.subpathsOfDirectory(atPath: root + "/Shims/CNotify")
+                .filter { $0.hasSuffix(".c") }.sorted().map { root + "/Shims/CNotify/" + $0 }
             let flags = try run("/usr/bin/pkg-config", ["--cflags", "--libs", "dbus-1"]).out
                 .split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
             let version = try String(contentsOfFile: root + "/VERSION", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)

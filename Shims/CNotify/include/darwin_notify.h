@@ -182,9 +182,15 @@ void CNotify_state_file_name(const char *name, char out[33]);
  *     sends it (serial 1); free *out_bytes with CNotify_protocol_free.
  *   CNotify_protocol_parse_post: reads marshalled bytes as a receiver does: INVALID_REQUEST (with
  *     a sentence) for anything that is not a Post, else the name and, if it carries one, the
- *     sequence number. */
+ *     sequence number.
+ *   CNotify_protocol_build_post_from: the same Post signed with `origin` (32 lowercase hex
+ *     digits, docs/PROTOCOL.md "Origins"), as our library sends it.
+ *   CNotify_protocol_post_origin: the origin a marshalled Post carries into `out`, "" if none. */
 uint32_t CNotify_protocol_match_rule(const char *key, int is_namespace, char *out, size_t len);
 uint32_t CNotify_protocol_build_post(const char *name, uint64_t seq, char **out_bytes, int *out_len);
+uint32_t CNotify_protocol_build_post_from(const char *name, uint64_t seq, const char *origin, char **out_bytes,
+                                          int *out_len);
+uint32_t CNotify_protocol_post_origin(const char *bytes, int len, char out[33]);
 uint32_t CNotify_protocol_parse_post(const char *bytes, int len, char *out_name, size_t name_len, uint64_t *out_seq,
                                      int *out_has_seq);
 void CNotify_protocol_free(void *bytes);

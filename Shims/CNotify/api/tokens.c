@@ -1,0 +1,304 @@
+/*
+ * tokens.c: the tokens of Apple's notify(3) API. Each token is a center handler whose context is a
+ * cn_token. Tokens are never reused (as on macOS), so a cancelled token stays invalid; they live
+ * in the core's map (base/map.c), keyed by the token number, under tok_lock. notify_api.c holds
+ * the public functions that make them.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "api.h"
+
+typedef struct cn_token {
+    int token;
+    uint64_t handler_id;
+    _Atomic uint64_t posts;   /* bumped by the I/O thread */
+    uint64_t seen;            /* value of posts at the last notify_check */
+    int checked;              /* notify_check has run once */
+    cn_pipe *pipe;            /* file-descriptor registrations */
+    int sig;                  /* signal registrations: the signal to raise, else 0 */
+    const cn_token_target_ops *target_ops; /* a target's registrations (dispatch_api.c), else NULL */
+    void *target;
+    CNotify_token_handler handler; /* handler registrations (bindings): called on delivery */
+    void *handler_context;
+    CNotify_release handler_release;
+    CNotify_center *center;   /* whose bus the name is on: the default one for notify_* calls */
+    char *name;
+    _Atomic int refs;         /* the center's handler, plus each queued dispatch block */
+    pthread_mutex_t mu;       /* suspend state */
+    int suspended;            /* notify_suspend count not yet resumed */
+    int held;                 /* a post arrived while suspended */
+} cn_token;
+
+static pthread_mutex_t tok_lock = PTHREAD_MUTEX_INITIALIZER;
+static cn_map tokens;          /* token number -> live cn_token, under tok_lock */
+static int next_token;
+
+static cn_token *lookup_locked(int token) {
+    CN_ASSERT_HELD(&tok_lock);
+    char key[CN_ID_KEY_LEN];
+    return cn_map_get(&tokens, cn_id_key((uint64_t)(uint32_t)token, key));
+}
+
+static int insert_locked(cn_token *t) {
+    CN_ASSERT_HELD(&tok_lock);
+    char key[CN_ID_KEY_LEN];
+    return cn_map_put(&tokens, cn_id_key((uint64_t)(uint32_t)t->token, key), t);
+}
+
+static void erase_locked(int token) {
+    CN_ASSERT_HELD(&tok_lock);
+    char key[CN_ID_KEY_LEN];
+    cn_map_remove(&tokens, cn_id_key((uint64_t)(uint32_t)token, key));
+}
+
+/* The live token numbered `token` (tok_lock held), or NULL with the error set. */
+static cn_token *find_locked(int token) {
+    cn_token *t = lookup_locked(token);
+    if (!t) cn_set_error("token %d is not registered (never, or cancelled)", token);
+    return t;
+}
+
+static void unref_token(cn_token *t) {
+    if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
+    if (t->target_ops) t->target_ops->free(t->target);
+    if (t->handler_release) t->handler_release(t->handler_context);
+    pthread_mutex_destroy(&t->mu);
+    free(t->name);
+    free(t);
+}
+
+static void release_token(void *context) { unref_token(context); }
+
+/* What a post does to a token: count it, then write the fd, raise the signal or queue the block. */
+static void deliver(cn_token *t) {
+    atomic_fetch_add_explicit(&t->posts, 1, memory_order_release);
+    if (t->pipe) {
+        uint32_t be = htonl((uint32_t)t->token);
+        ssize_t r = write(t->pipe->wfd, &be, sizeof be); /* non-blocking: a full pipe drops, as Apple's */
+        (void)r;
+    }
+    if (t->sig) kill(getpid(), t->sig);
+    if (t->handler) t->handler(t->handler_context, t->token);
+    if (t->target_ops) {
+        atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed); /* the queued run's */
+        t->target_ops->fire(t->target, t->token, release_token, t);
+    }
+}
+
+/* Runs (on the I/O thread, or on the poster's thread for `self.` names) for each post. While
+ * the token is suspended the post is only remembered: resume delivers it once. */
+static void on_post(void *context, const char *name) {
+    (void)name;
+    cn_token *t = context;
+    pthread_mutex_lock(&t->mu);
+    int hold = t->suspended > 0;
+    if (hold) t->held = 1;
+    pthread_mutex_unlock(&t->mu);
+    if (!hold) deliver(t);
+}
+
+/* What a token does on delivery, besides counting for notify_check. */
+/* Registers a token on `c` (NULL: the default center). On failure the caller keeps what the
+ * kind holds (pipe, dispatch target, handler context). */
+uint32_t cn_token_add(CNotify_center *c, const char *name, cn_token_kind kind, int *out_token) {
+    if (!c && !(c = cn_center_default())) return NOTIFY_STATUS_FAILED;
+    CN_RETURN_IF_NULL(out_token, "out_token");
+    uint32_t st = CNotify_validate_name(name);
+    if (st != NOTIFY_STATUS_OK) return st;
+    CN_RETURN_IF_FORKED();
+    cn_token *t = calloc(1, sizeof *t);
+    if (!t || !(t->name = strdup(name))) { free(t); cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
+    t->pipe = kind.pipe;
+    t->sig = kind.sig;
+    t->center = c;
+    t->refs = 1;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_mutex_lock(&tok_lock);
+    if (next_token == INT32_MAX) {
+        pthread_mutex_unlock(&tok_lock);
+        pthread_mutex_destroy(&t->mu);
+        free(t->name);
+        free(t);
+        cn_set_error("this process has used every token number");
+        return NOTIFY_STATUS_FAILED;
+    }
+    t->token = next_token++;
+    pthread_mutex_unlock(&tok_lock);
+    uint64_t id = 0;
+    /* Visible to on_post before the handler can run; freed with t, whose release it is. */
+    t->target_ops = kind.target_ops;
+    t->target = kind.target;
+    t->handler = kind.handler;
+    t->handler_context = kind.context;
+    t->handler_release = kind.release;
+    cn_entry *e = calloc(1, sizeof *e);
+    if (e && !(e->name = strdup(name))) { free(e); e = NULL; }
+    if (e) *e = (cn_entry){ .name = e->name, .handler = on_post, .context = t, .release = release_token };
+    st = e ? cn_center_add(c, e, &id) : NOTIFY_STATUS_FAILED;
+    if (!e) cn_set_error("out of memory");
+    if (st != NOTIFY_STATUS_OK) { /* cn_center_add freed nothing of ours on failure */
+        pthread_mutex_destroy(&t->mu);
+        free(t->name);
+        free(t);
+        return st;
+    }
+    pthread_mutex_lock(&tok_lock);
+    t->handler_id = id;
+    int ok = insert_locked(t) == 0;
+    pthread_mutex_unlock(&tok_lock);
+    if (!ok) {
+        t->handler_release = NULL; /* the caller keeps the context on failure */
+        cn_center_remove(c, NULL, 0, id, NULL, NULL, 0);
+        cn_set_error("out of memory");
+        return NOTIFY_STATUS_FAILED;
+    }
+    *out_token = t->token;
+    return NOTIFY_STATUS_OK;
+}
+
+
+/* A descriptor notify gave out, still open, for NOTIFY_REUSE: its pipe with one more reference. */
+cn_pipe *cn_tokens_pipe_of(int fd) {
+    cn_pipe *pipe = NULL;
+    pthread_mutex_lock(&tok_lock);
+    for (size_t i = 0; i < tokens.nbuckets && !pipe; i++)
+        for (cn_map_node *node = tokens.buckets[i]; node && !pipe; node = node->next) {
+            cn_token *t = node->value;
+            if (t->pipe && t->pipe->rfd == fd) pipe = t->pipe;
+        }
+    if (pipe) pipe->refs++;
+    pthread_mutex_unlock(&tok_lock);
+    return pipe;
+}
+
+void cn_pipe_release(cn_pipe *pipe) {
+    pthread_mutex_lock(&tok_lock);
+    int last = --pipe->refs == 0;
+    pthread_mutex_unlock(&tok_lock);
+    if (last) { close(pipe->rfd); close(pipe->wfd); free(pipe); }
+}
+
+uint32_t notify_check(int token, int *check) {
+    cn_clear_error();
+    CN_RETURN_IF_NULL(check, "check");
+    CN_RETURN_IF_FORKED();
+    pthread_mutex_lock(&tok_lock);
+    cn_token *t = find_locked(token);
+    if (!t) {
+        pthread_mutex_unlock(&tok_lock);
+        return NOTIFY_STATUS_INVALID_TOKEN;
+    }
+    uint64_t now = atomic_load_explicit(&t->posts, memory_order_acquire);
+    *check = !t->checked || now != t->seen;
+    t->checked = 1;
+    t->seen = now;
+    pthread_mutex_unlock(&tok_lock);
+    return NOTIFY_STATUS_OK;
+}
+
+uint32_t notify_cancel(int token) {
+    cn_clear_error();
+    CN_RETURN_IF_FORKED();
+    pthread_mutex_lock(&tok_lock);
+    cn_token *t = find_locked(token);
+    if (t) erase_locked(token);
+    pthread_mutex_unlock(&tok_lock);
+    if (!t) return NOTIFY_STATUS_INVALID_TOKEN;
+    cn_pipe *pipe = t->pipe;
+    /* Held until we are done with t: the center's release may drop its last reference below. */
+    atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+    /* After this returns no on_post runs for t, so the pipe can go. */
+    cn_center_remove(t->center, NULL, 0, t->handler_id, NULL, NULL, 0);
+    /* No block starts after this, and one running elsewhere is waited for (not one running here:
+     * a handler may cancel its own token). */
+    if (t->target_ops) t->target_ops->cancel(t->target);
+    unref_token(t);
+    if (pipe) cn_pipe_release(pipe);
+    return NOTIFY_STATUS_OK;
+}
+
+bool notify_is_valid_token(int val) {
+    cn_clear_error();
+    pthread_mutex_lock(&tok_lock);
+    int valid = lookup_locked(val) != NULL;
+    pthread_mutex_unlock(&tok_lock);
+    return valid;
+}
+
+
+uint32_t notify_suspend(int token) {
+    cn_clear_error();
+    CN_RETURN_IF_FORKED();
+    pthread_mutex_lock(&tok_lock);
+    cn_token *t = find_locked(token);
+    if (t) {
+        pthread_mutex_lock(&t->mu);
+        t->suspended++;
+        pthread_mutex_unlock(&t->mu);
+    }
+    pthread_mutex_unlock(&tok_lock);
+    return t ? NOTIFY_STATUS_OK : NOTIFY_STATUS_INVALID_TOKEN;
+}
+
+uint32_t notify_resume(int token) {
+    cn_clear_error();
+    CN_RETURN_IF_FORKED();
+    pthread_mutex_lock(&tok_lock);
+    cn_token *t = find_locked(token);
+    if (!t) { pthread_mutex_unlock(&tok_lock); return NOTIFY_STATUS_INVALID_TOKEN; }
+    pthread_mutex_lock(&t->mu);
+    if (t->suspended == 0) {
+        pthread_mutex_unlock(&t->mu);
+        pthread_mutex_unlock(&tok_lock);
+        cn_set_error("token %d is not suspended (notify_resume without notify_suspend)", token);
+        return NOTIFY_STATUS_INVALID_REQUEST;
+    }
+    int fire = --t->suspended == 0 && t->held;
+    if (fire) t->held = 0;
+    pthread_mutex_unlock(&t->mu);
+    /* Held posts coalesce into one delivery, made here; the token stays alive meanwhile. */
+    if (fire) atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&tok_lock);
+    if (fire) { deliver(t); unref_token(t); }
+    return NOTIFY_STATUS_OK;
+}
+
+/* The name and center of a live token, copied (it may be cancelled on another thread meanwhile;
+ * centers outlive their tokens). */
+void cn_tokens_cancel_for_center(CNotify_center *c) {
+    /* Collected first: notify_cancel takes tok_lock itself. */
+    int *doomed = NULL;
+    size_t n = 0, cap = 0;
+    pthread_mutex_lock(&tok_lock);
+    for (size_t i = 0; i < tokens.nbuckets; i++)
+        for (cn_map_node *node = tokens.buckets[i]; node; node = node->next) {
+        cn_token *t = node->value;
+        if (t->center != c) continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            int *grown = realloc(doomed, ncap * sizeof *grown);
+            if (!grown) break; /* out of memory: the rest stay, as before this rule */
+            doomed = grown;
+            cap = ncap;
+        }
+        doomed[n++] = t->token;
+        }
+    pthread_mutex_unlock(&tok_lock);
+    for (size_t i = 0; i < n; i++) notify_cancel(doomed[i]);
+    free(doomed);
+}
+
+
+uint32_t cn_token_name(int token, char *out, size_t len, CNotify_center **center) {
+    pthread_mutex_lock(&tok_lock);
+    cn_token *t = find_locked(token);
+    if (t) { snprintf(out, len, "%s", t->name); *center = t->center; }
+    pthread_mutex_unlock(&tok_lock);
+    return t ? NOTIFY_STATUS_OK : NOTIFY_STATUS_INVALID_TOKEN;
+}

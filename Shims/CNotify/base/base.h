@@ -1,0 +1,223 @@
+/*
+ * base/base.h: the floor of the CNotify core. Everything here is a leaf: it calls nothing of the
+ * layers above (loop/, transport/, center/, api/) and holds no center. Errors, the fork guard,
+ * hashing and the map, the names policy, the pure parts of docs/PROTOCOL.md (bucket interfaces,
+ * match rule text, sequence numbers, origins, credential bytes), and the state directories.
+ *
+ * The layers, bottom to top (docs/DESIGN.md draws them; .ci/layers checks the includes):
+ *   base/  <  loop/  <  transport/  <  center/  <  api/
+ * A file includes only its own layer's header and those below.
+ */
+#ifndef CNOTIFY_BASE_H
+#define CNOTIFY_BASE_H
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include "../include/darwin_notify.h"
+
+/*
+ * ---- Lock order (the one table; docs/DESIGN.md copies it) ----
+ * A thread that holds a lock of a row may take only locks of the rows below it. Callbacks run
+ * with delivery.lock held and may call any public function, which is why it is the outermost.
+ * No lock of this table is held while waiting for room, the bus or a file.
+ *
+ *   lock (owner)                          guards                                       notes
+ *   centers_lock (center/lifecycle.c)     the process-wide list of centers            the exit-time flush takes the rows below
+ *   delivery.lock (center/delivery.c)     one callback of a center at a time          held around every callback
+ *   registry.lock (center/registry.c)     names, namespaces, entries, pins, running   cond: registry.cond
+ *   subs.lock (center/subscriptions.c)    the subscription set (key -> refs, gen)     cond: subs.cond; sends rules, never waits
+ *   start_lock (transport/bus_transport.c)  the first connection
+ *   link.lock (transport/bus_link.c)  conn, gen, identity, address, waiters      short: copies out, never waits
+ *   gate (transport/bus_gate.c)       shared: a send into libdbus;               rwlock, writer-preferring;
+ *                                         exclusive: the loop thread in a handler     around one non-blocking libdbus call
+ *   [libdbus's connection lock]           (inside libdbus)                            it calls bus_watches.c with it held
+ *   leaves: watches.lock (bus_watches.c), rules.lock (bus_rules.c), room.lock (bus_gate.c),
+ *   senders (bus_receive.c, loop thread only), outbox.lock and outbox.restricted_lock
+ *   (center/outbox.c; restricted_lock is taken before outbox.lock), delivery.self_lock,
+ *   state.lock (never across the file system), the notice lock, a completion's lock
+ *   (base/completion.c), tokens.lock then a token's mu (api/notify_api.c), a dispatch target's mu.
+ *   A leaf is held while no other lock is taken, except as the pairs named.
+ */
+
+/* A lock the caller must hold (functions named *_locked). Debug builds check it: trylock fails
+ * with EBUSY on a mutex someone holds, so this catches a caller that holds nothing. */
+static inline int cn_mutex_is_held(pthread_mutex_t *m) {
+    int r = pthread_mutex_trylock(m);
+    if (r == 0) pthread_mutex_unlock(m);
+    return r == EBUSY;
+}
+#define CN_ASSERT_HELD(m) assert(cn_mutex_is_held(m))
+
+/*
+ * ---- How every public entry point begins (errors.c, fork.c) ----
+ * cn_clear_error() first (a success never leaves an old sentence), then the NULL checks, each
+ * failure with a sentence naming the argument, then the fork check for calls that touch a bus or
+ * shared state. Modelled on libdbus's _dbus_return_val_if_fail.
+ */
+#define CN_RETURN_IF_NULL(arg, what)                                          \
+    do {                                                                      \
+        if ((arg) == NULL) {                                                  \
+            cn_set_error("%s is NULL", what);                                 \
+            return NOTIFY_STATUS_NULL_INPUT;                                  \
+        }                                                                     \
+    } while (0)
+#define CN_RETURN_IF_FORKED()                                                 \
+    do {                                                                      \
+        uint32_t cn_fork_status_ = cn_fork_check();                           \
+        if (cn_fork_status_ != NOTIFY_STATUS_OK) return cn_fork_status_;      \
+    } while (0)
+
+/* Map values hold uint64_t sequence numbers and uid + 1. */
+_Static_assert(sizeof(uintptr_t) >= sizeof(uint64_t), "map values store 64-bit sequence numbers");
+_Static_assert(sizeof(uid_t) <= sizeof(uint32_t), "a uid fits the 32-bit values of the wire and the API");
+
+/* ---- errors.c: thread-local error sentences ---- */
+void cn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cn_clear_error(void);
+/* notice.c: says on stderr, once per process, that a call succeeded in an unexpected way. */
+void cn_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- fork.c: a connection never crosses fork() ---- */
+/* NOTIFY_STATUS_OK in the process that made the centers; in a forked child (until exec),
+ * NOTIFY_STATUS_OPT_DISABLE with an explanation, as on macOS. */
+uint32_t cn_fork_check(void);
+void cn_fork_guard_install(void);
+int cn_is_forked_child(void);
+
+/* ---- clock.c: monotonic milliseconds ---- */
+uint64_t cn_now_ms(void);
+long cn_elapsed_ms(const struct timespec *since);
+/* CLOCK_REALTIME `ms` from now, for pthread_cond_timedwait. */
+struct timespec cn_deadline_in(long ms);
+
+/* ---- hash.c: FNV-1a, the one hash of the core ---- */
+#define CN_FNV64_OFFSET_BASIS 14695981039346656037ull
+uint32_t cn_fnv1a32(const char *s);
+uint64_t cn_fnv1a64(const char *s, uint64_t basis);
+
+/* ---- map.c: chained hash map with string keys (names, senders, ids) ---- */
+typedef struct cn_map_node {
+    struct cn_map_node *next;
+    uint64_t hash;
+    char *key;
+    void *value;
+} cn_map_node;
+typedef struct cn_map {
+    cn_map_node **buckets;
+    size_t nbuckets, count;
+} cn_map;
+void *cn_map_get(cn_map *m, const char *key);
+int cn_map_put(cn_map *m, const char *key, void *value); /* 0 ok, -1 out of memory */
+void *cn_map_remove(cn_map *m, const char *key);
+/* The value slot for `key`, inserted (NULL) if absent: one lookup for read-modify-write.
+ * NULL only when out of memory. */
+void **cn_map_upsert(cn_map *m, const char *key);
+void cn_map_clear(cn_map *m, void (*free_value)(void *));
+/* Calls fn for every entry; fn must not change the map. */
+void cn_map_each(cn_map *m, void (*fn)(const char *key, void *value, void *arg), void *arg);
+/* The key of a number (token, registration id): tables keyed by numbers use the same map. */
+#define CN_ID_KEY_LEN 24
+const char *cn_id_key(uint64_t id, char buf[CN_ID_KEY_LEN]);
+/* Tables keyed by what others send (senders, names) are emptied past this size. */
+#define CN_MAP_BOUND 65536
+
+/* ---- completion.c: a one-shot event two parties share (a reply awaited, a connection dropped) ---- */
+typedef struct cn_completion cn_completion;
+cn_completion *cn_completion_new(void);                /* one reference; NULL when out of memory */
+void cn_completion_ref(cn_completion *w);
+void cn_completion_unref(cn_completion *w);
+void cn_completion_signal(cn_completion *w);
+/* 1 once signalled (or `done()` says so, checked on each wake), 0 at the deadline. */
+int cn_completion_wait(cn_completion *w, int (*done)(void *), void *arg, long timeout_ms);
+
+/* ---- names.c: the names policy (`self.`, `user.uid.N`, validation) ---- */
+/* `self.` names (Apple's word) never leave the process and need no bus. */
+int cn_is_self_name(const char *name);
+/* `self` or a namespace under it: its posts never travel, so it needs no rule. */
+int cn_is_self_namespace(const char *ns);
+int cn_is_self_key(const char *key, int is_namespace);
+/* Whether `name` is user.uid.N[...]: 0 not restricted; 1 restricted, with *uid = N (as notifyd:
+ * no digits means 0); -1 restricted to a number that is not a uid: nobody may post or set it. */
+int cn_restricted_uid(const char *name, uid_t *uid);
+/* NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) unless this process may post or set `name`;
+ * *restricted (if not NULL) tells whether `name` is a valid user.uid.N name. */
+uint32_t cn_may_write(const char *name, int *restricted);
+/* NOTIFY_STATUS_OK if `ns` can be a D-Bus arg0namespace, else INVALID_NAME or NULL_INPUT. */
+uint32_t cn_validate_namespace(const char *ns);
+
+/* ---- protocol.c: the pure parts of docs/PROTOCOL.md ---- */
+#define CN_PATH "/org/darwinnotify"
+#define CN_INTERFACE "org.darwinnotify.Notify"
+#define CN_MEMBER "Post"
+#define CN_BUCKET_PREFIX CN_INTERFACE ".H"
+#define CN_BUCKET_MASK 0xfffu
+#define CN_BUCKET_INTERFACE_LEN 32 /* "org.darwinnotify.Notify.Hxxx" and its NUL */
+#define CN_COMPAT_RULE "type='signal',path='" CN_PATH "',interface='" CN_INTERFACE "',member='" CN_MEMBER "'"
+#define CN_CATCHALL_RULE "type='signal',path='" CN_PATH "',member='" CN_MEMBER "'"
+#define CN_RULE_MAX 1024   /* DBUS_MAXIMUM_MATCH_RULE_LENGTH */
+#define CN_BUS_ID_LEN 32   /* a bus id (GetId): 32 hex digits */
+#define CN_ORIGIN_LEN 32   /* an origin: 32 lowercase hex digits (128 random bits) */
+/* A post may add at most this many to `gaps` (a forged or restarted sequence must not count
+ * 2^64 losses); a jump back is a new numbering, not a loss. */
+#define CN_GAP_JUMP_MAX (1u << 20)
+/* ... and one sender (one connection) at most this many in all, whatever it sends. */
+#define CN_GAP_SENDER_MAX (1u << 22)
+_Static_assert(sizeof CN_BUCKET_PREFIX - 1 + 3 < CN_BUCKET_INTERFACE_LEN, "a bucket interface fits its buffer");
+_Static_assert(CN_BUCKET_MASK == 4095u, "4096 buckets: three hex digits");
+void cn_bucket_interface(const char *name, char buf[CN_BUCKET_INTERFACE_LEN]);
+/* The match rule that selects posts of exactly `name`; when the escaped rule would exceed the
+ * bus's limit, the rule of the whole bucket instead (the process filters by name anyway). */
+void cn_name_rule(const char *name, char *buf, size_t len);
+/* The match rule that selects every post of `ns` and of the names under it (arg0namespace). */
+void cn_namespace_rule(const char *ns, char *buf, size_t len);
+size_t cn_namespace_rule_prefix(const char *ns);
+/* The next sequence number of `name` in `counts` (name -> last number): 1, 2, ...; 0 when out of
+ * memory (sent unnumbered). The table is bounded: a receiver reads a restart at 1 as a reset. */
+uint64_t cn_post_next_seq(cn_map *counts, const char *name);
+/* A new origin (PROTOCOL.md "Origins"): 32 lowercase hex digits from the kernel's random bytes. */
+int cn_origin_new(char out[CN_ORIGIN_LEN + 1]);
+int cn_origin_valid(const char *origin);
+
+/* ---- credentials.c: a poster's uid that outlives the poster ---- */
+/* A new credential for one post (an fd to append and close), or -1 with the error set. */
+int cn_credential_create(const char *bus_id, const char *sender, const char *name, uint64_t seq);
+/* 1 if `fd` is a credential of exactly this post made by uid `owner` or root, else 0. */
+int cn_credential_verify(int fd, const char *bus_id, const char *sender, const char *name, uint64_t seq, uid_t owner);
+
+/* ---- sockets.c: whether something answers on a unix socket path (a connect, no traffic) ---- */
+int cn_socket_answers(const char *path);
+
+/* ---- usable_dirs.c: a directory under a name anyone could have taken first ---- */
+typedef const char *(*cn_dir_problem_fn)(const struct stat *st, const void *arg);
+int cn_first_usable_dir(const char *parent, const char *base, cn_dir_problem_fn problem, const void *arg,
+                        char *out, size_t len);
+int cn_make_usable_dir_beside(const char *parent, const char *base, mode_t mode, cn_dir_problem_fn problem,
+                              const void *arg, char *out, size_t len);
+
+/* ---- state_dirs.c: which directories hold state, and which may be believed ---- */
+typedef enum cn_state_place {
+    CN_STATE_PRIVATE,       /* made 0700 if missing: $DARWIN_NOTIFY_STATE_DIR, the embedded bus */
+    CN_STATE_INSTALLED,     /* only checked: /run/darwin-notify/state */
+    CN_STATE_PREDICTABLE,   /* /tmp/darwin-notify-state-…: anyone may have made it first */
+} cn_state_place;
+uint32_t cn_state_root(const char *path, cn_state_place place, char *out, size_t len, int *shared);
+uint32_t cn_state_root_in_use(const char *path, cn_state_place place, char *out, size_t len);
+uint32_t cn_state_plain_dir(const char *root, int shared, char *out, size_t len);
+int cn_state_find_uid_dir(const char *root, uid_t n, char *out, size_t len);
+uint32_t cn_state_make_uid_dir(const char *root, uid_t n, char *out, size_t len);
+int cn_state_move_aside(const char *dir, const char *path);
+int cn_state_temp_file(const char *dir, char *path, size_t len);
+
+/* ---- test hooks: inert unless the environment of a test's child names them ---- */
+/* DARWIN_NOTIFY_TEST_START_DELAY_MS: widens the moment between the loop thread's creation and
+ * the return of the first start. */
+void cn_test_start_delay(void);
+
+#endif

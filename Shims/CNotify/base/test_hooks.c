@@ -1,0 +1,12 @@
+/* test_hooks.c: timing hooks a test's child turns on through its environment; inert otherwise. */
+#include <stdlib.h>
+#include "base.h"
+
+void cn_test_start_delay(void) {
+    const char *ms = getenv("DARWIN_NOTIFY_TEST_START_DELAY_MS");
+    if (!ms || !*ms) return;
+    long v = strtol(ms, NULL, 10);
+    if (v <= 0 || v > 10000) return;
+    struct timespec ts = { v / 1000, (v % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}

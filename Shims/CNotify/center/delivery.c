@@ -1,0 +1,155 @@
+/*
+ * delivery.c: handing a post to the observers of its name, one callback of a center at a time,
+ * and the queue of `self.` posts.
+ *
+ * `self.` names (Apple's prefix) are posted and observed within one process, never sent, and
+ * usable with no bus at all. A post is delivered by the posting thread before the post returns,
+ * as on macOS, under delivery.lock so callbacks still run one at a time: if another thread is
+ * running callbacks of the center, the poster waits for it. A post made from inside a callback of
+ * the same center is queued instead and delivered once that callback returns, so a callback that
+ * posts its own `self.` name never recurses.
+ *
+ * A callback may destroy its own center: the destroy is deferred (cn_delivery_defer_destroy) and,
+ * once the delivery is over, handed to the owner's table (lifecycle.c's dispose).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "center.h"
+
+typedef struct cn_queued_post {
+    struct cn_queued_post *next;
+    char name[];
+} cn_queued_post;
+
+static __thread CNotify_center *tl_delivering; /* the center whose callbacks this thread runs */
+/* What cn_delivering_post reports: the post tl_delivering is delivering. */
+static __thread cn_received_post tl_post;
+
+static cn_queued_post *self_pop(cn_delivery *d);
+
+void cn_delivery_init(cn_delivery *d, cn_delivery_owner owner) {
+    d->owner = owner;
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_mutex_init(&d->self_lock, NULL);
+}
+
+void cn_delivery_free(cn_delivery *d) {
+    for (cn_queued_post *p; (p = self_pop(d));) free(p);
+    pthread_mutex_destroy(&d->lock);
+    pthread_mutex_destroy(&d->self_lock);
+}
+
+int cn_in_delivery(CNotify_center *c) { return tl_delivering == c; }
+
+enum { CN_OPEN = 0, CN_DESTROY_DEFERRED = 1, CN_CLOSED = 2 };
+
+void cn_delivery_defer_destroy(CNotify_center *c) {
+    c->delivery.destroyer = pthread_self(); /* only this thread finishes it: its callback is the one running */
+    atomic_store_explicit(&c->delivery.destroy_wanted, CN_DESTROY_DEFERRED, memory_order_release);
+}
+
+void cn_delivery_close(CNotify_center *c) {
+    atomic_store_explicit(&c->delivery.destroy_wanted, CN_CLOSED, memory_order_release);
+}
+
+static int destroy_wanted(CNotify_center *c) {
+    return atomic_load_explicit(&c->delivery.destroy_wanted, memory_order_acquire) != CN_OPEN;
+}
+
+/* 1 once, on the thread whose callback destroyed the center, after its delivery is over. */
+static int claim_destroy(CNotify_center *c) {
+    int deferred = CN_DESTROY_DEFERRED;
+    return pthread_equal(c->delivery.destroyer, pthread_self()) &&
+           atomic_compare_exchange_strong(&c->delivery.destroy_wanted, &deferred, CN_CLOSED);
+}
+
+const cn_received_post *cn_delivering_post(CNotify_center *c) { return tl_delivering == c ? &tl_post : NULL; }
+
+static void run_entries(CNotify_center *c, const char *name) {
+    cn_entry *stack[16], **snap;
+    size_t n = cn_registry_snapshot(&c->registry, name, stack, 16, &snap);
+    if (n == 0) atomic_fetch_add_explicit(&c->counters.unmatched, 1, memory_order_relaxed);
+    for (size_t i = 0; i < n; i++) {
+        cn_entry *e = snap[i];
+        int run = cn_registry_begin_run(&c->registry, e);
+        if (run) {
+            if (e->cf_callback) e->cf_callback(c, (void *)e->observer, name, NULL, NULL);
+            else e->handler(e->context, name);
+            atomic_fetch_add_explicit(&c->counters.delivered, 1, memory_order_relaxed);
+        }
+        cn_registry_end_run(&c->registry, e, run);
+    }
+    if (snap != stack) free(snap);
+}
+
+static void deliver_locked(CNotify_center *c, const cn_received_post *post) {
+    CN_ASSERT_HELD(&c->delivery.lock);
+    if (destroy_wanted(c)) return; /* destroyed by an earlier callback: nothing more runs */
+    CNotify_center *outer = tl_delivering;
+    cn_received_post outer_post = tl_post;
+    tl_delivering = c;
+    tl_post = *post;
+    atomic_fetch_add_explicit(&c->counters.received, 1, memory_order_relaxed);
+    run_entries(c, post->name);
+    tl_delivering = outer;
+    tl_post = outer_post;
+}
+
+/* ---- the `self.` queue ---- */
+
+static cn_queued_post *self_pop(cn_delivery *d) {
+    pthread_mutex_lock(&d->self_lock);
+    cn_queued_post *p = d->self_head;
+    if (p && !(d->self_head = p->next)) d->self_tail = NULL;
+    if (p) atomic_fetch_sub_explicit(&d->self_queued, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&d->self_lock);
+    return p;
+}
+
+static void deliver_self_queue_locked(CNotify_center *c) {
+    CN_ASSERT_HELD(&c->delivery.lock);
+    for (cn_queued_post *p; (p = self_pop(&c->delivery));) {
+        cn_received_post post = { p->name, NULL, NULL, 0, 0 };
+        deliver_locked(c, &post);
+        free(p);
+    }
+}
+
+/* Delivers queued `self.` posts unless another thread is running callbacks of `c`. Whoever holds
+ * delivery.lock calls this again after releasing it, so a post queued while the trylock fails is
+ * never stranded. Then, if a callback of this thread destroyed the center, its owner finishes it. */
+static void self_queue_kick(CNotify_center *c) {
+    while (atomic_load_explicit(&c->delivery.self_queued, memory_order_acquire) > 0 && !destroy_wanted(c)) {
+        if (pthread_mutex_trylock(&c->delivery.lock) != 0) break;
+        deliver_self_queue_locked(c);
+        pthread_mutex_unlock(&c->delivery.lock);
+    }
+    if (claim_destroy(c)) c->delivery.owner.destroyed(c->delivery.owner.ctx); /* c is gone */
+}
+
+uint32_t cn_deliver_self(CNotify_center *c, const char *name) {
+    size_t len = strlen(name) + 1;
+    cn_queued_post *p = malloc(sizeof *p + len);
+    if (!p) { cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
+    p->next = NULL;
+    memcpy(p->name, name, len);
+    cn_delivery *d = &c->delivery;
+    pthread_mutex_lock(&d->self_lock);
+    if (d->self_tail) d->self_tail->next = p; else d->self_head = p;
+    d->self_tail = p;
+    atomic_fetch_add_explicit(&d->self_queued, 1, memory_order_release);
+    pthread_mutex_unlock(&d->self_lock);
+    if (cn_in_delivery(c)) return NOTIFY_STATUS_OK; /* delivered when this callback returns */
+    pthread_mutex_lock(&d->lock);
+    deliver_self_queue_locked(c);
+    pthread_mutex_unlock(&d->lock);
+    self_queue_kick(c);
+    return NOTIFY_STATUS_OK;
+}
+
+void cn_deliver(CNotify_center *c, const cn_received_post *post) {
+    pthread_mutex_lock(&c->delivery.lock);
+    deliver_locked(c, post);
+    pthread_mutex_unlock(&c->delivery.lock);
+    self_queue_kick(c); /* `self.` posts made by these callbacks */
+}

@@ -1,0 +1,60 @@
+/*
+ * received.c: the sequence numbers of received posts (loop thread). Posts are numbered per origin
+ * and name (PROTOCOL.md "Origins"; per sender and name for a poster that sends no origin): a jump
+ * means the bus dropped some on the way to us (a gap), and the number just seen again is the same
+ * post a second time (a duplicate, as one that could come by two paths), not delivered twice.
+ */
+#include <string.h>
+#include "center.h"
+
+/* What one sender may still add to `gaps`, kept in the same map under "sender\n" (no name is
+ * empty): every sender starts with CN_GAP_SENDER_MAX, so whatever numbers it sends, on however
+ * many names, it adds no more than that (until the map is cleared at its bound, which takes
+ * CN_MAP_BOUND new keys). Keyed by the sender the transport vouches for, never by the origin,
+ * which is the poster's word. */
+static uint64_t take_gap_budget(cn_received *r, const char *sender, uint64_t lost) {
+    char key[256 + 2];
+    size_t ls = strlen(sender);
+    if (ls + 2 > sizeof key) return 0;
+    memcpy(key, sender, ls);
+    key[ls] = '\n';
+    key[ls + 1] = '\0';
+    void **slot = cn_map_upsert(&r->last_seq, key);
+    if (!slot) return 0;
+    uint64_t spent = (uintptr_t)*slot;
+    uint64_t left = spent >= CN_GAP_SENDER_MAX ? 0 : CN_GAP_SENDER_MAX - spent;
+    uint64_t take = lost < left ? lost : left;
+    *slot = (void *)(uintptr_t)(spent + take);
+    return take;
+}
+
+cn_post_verdict cn_received_note(cn_received *r, const cn_received_post *post, uint64_t *gaps) {
+    *gaps = 0;
+    const char *who = post->origin ? post->origin : post->sender;
+    if (!post->has_seq || !who || !post->sender) return CN_POST_FRESH;
+    char key[CNOTIFY_NAME_MAX + 256 + 2];
+    size_t lw = strlen(who), ln = strlen(post->name);
+    if (lw + ln + 2 > sizeof key) return CN_POST_FRESH;
+    memcpy(key, who, lw); /* "who\nname", built by hand: this runs for every post */
+    key[lw] = '\n';
+    memcpy(key + lw + 1, post->name, ln + 1);
+    if (r->last_seq.count > CN_MAP_BOUND) cn_map_clear(&r->last_seq, NULL);
+    void **slot = cn_map_upsert(&r->last_seq, key);
+    if (!slot) return CN_POST_FRESH;
+    uint64_t last = (uintptr_t)*slot, seq = post->seq;
+    /* The same number again from an origin: the same post (an origin is random per center, and
+     * its numbers only go up). Without an origin a repeat is only a poster that restarted. */
+    if (post->origin && last && seq == last) return CN_POST_DUPLICATE;
+    *slot = (void *)(uintptr_t)seq;
+    /* A jump forward by more than one is that many lost, up to a bound per jump and per sender:
+     * the number is the sender's word, and a forged 2^64-1, or 1 and 2^20+2 alternating, must
+     * not count without end. A jump back is a new numbering (a restart), not a loss. */
+    if (last && seq > last && seq - last > 1) { /* not seq > last + 1: last may be 2^64-1 */
+        uint64_t lost = seq - last - 1;
+        if (lost > CN_GAP_JUMP_MAX) lost = CN_GAP_JUMP_MAX;
+        *gaps = take_gap_budget(r, post->sender, lost);
+    }
+    return CN_POST_FRESH;
+}
+
+void cn_received_forget(cn_received *r) { cn_map_clear(&r->last_seq, NULL); }

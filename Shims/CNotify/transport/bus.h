@@ -1,0 +1,176 @@
+/*
+ * transport/bus.h: the bus transport's own parts, one section per file. Only files of this
+ * folder include it: libdbus's types stop here. Each sub-struct of cn_bus belongs to the file
+ * named in its heading; another file touches it only through that file's functions.
+ *
+ * Order of the files (each calls only those listed before it): bus_resolve, embedded_dir, embedded_bus, bus_places,
+ * bus_wire, bus_gate, bus_watches, bus_link, bus_rules, bus_receive, bus_send, bus_transport.
+ */
+#ifndef CNOTIFY_BUS_H
+#define CNOTIFY_BUS_H
+
+#include <dbus/dbus.h>
+#include "transport.h"
+
+/* ---- bus_resolve.c: which bus ---- */
+const char *cn_system_state_dir(void);
+const char *cn_system_bus_address(void);
+/* `address` without its guid= keys (a restarted daemon has a new guid): malloc'd, NULL if OOM. */
+char *cn_address_without_guid(const char *address);
+
+/* ---- embedded_dir.c, embedded_bus.c: the per-user dbus-daemon and its directory ---- */
+/* Makes sure the embedded dbus-daemon runs (starting it under a lock) and returns its address. */
+uint32_t cn_embedded_ensure(char **out_address);
+/* `create` 0: a query, which makes nothing (a missing directory is returned as it would be). */
+uint32_t cn_embedded_runtime_dir(char *out, size_t len, int create);
+/* The runtime directory and the socket path in it. */
+uint32_t cn_embedded_paths(char *dir, size_t dlen, char *sock, size_t slen, int create);
+
+/* ---- bus_wire.c: the Post message (PROTOCOL.md "The signal") ---- */
+typedef struct cn_wire_post {
+    const char *name;           /* point into the message */
+    const char *origin;         /* NULL when absent or not an origin */
+    uint64_t seq;
+    int has_seq;
+    int credential_fd;          /* -1 unless a unix fd followed the sequence (a duplicate the caller closes) */
+} cn_wire_post;
+/* The Post of `name` numbered `seq` from `origin` (NULL: none), with `credential_fd` appended when
+ * >= 0 (libdbus keeps a duplicate). NULL when out of memory, with the error set. */
+DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, const char *origin);
+typedef enum { CN_WIRE_NOT_OURS, CN_WIRE_MALFORMED, CN_WIRE_POST } cn_wire_result;
+cn_wire_result cn_wire_parse(DBusMessage *msg, cn_wire_post *out);
+
+typedef struct cn_bus cn_bus;
+
+/* ---- bus_gate.c: senders and the loop thread around libdbus; the deferred wake; room ---- */
+typedef struct cn_bus_gate {
+    pthread_rwlock_t rw;
+    _Atomic int backlog;        /* a poster left messages queued: the loop writes them after a grace */
+    pthread_mutex_t room_lock;  /* posters waiting for the bus to take what is queued */
+    pthread_cond_t room;
+    _Atomic int room_waiters;
+} cn_bus_gate;
+enum { CN_DEFERRED_WRITE = 1, CN_DEFERRED_OTHER = 2 };
+#define CN_BACKLOG_GRACE_MS 1
+void cn_gate_init(cn_bus *b);
+void cn_gate_free(cn_bus *b);
+void cn_gate_enter(cn_bus *b);                    /* shared: around a libdbus call from any thread */
+void cn_gate_leave(cn_bus *b);
+void cn_gate_enter_exclusive(cn_bus *b);          /* the loop thread, around handlers and close */
+void cn_gate_leave_exclusive(cn_bus *b);
+/* Around a send: the gate, and the loop woken once at the end only if it has work. */
+void cn_gate_send_enter(cn_bus *b);
+void cn_gate_send_leave(cn_bus *b, DBusConnection *conn);
+/* A watch changed (from libdbus's callbacks): wake the loop now, or at cn_gate_send_leave. */
+void cn_gate_wake(cn_bus *b, int what);
+/* The poster left a backlog: true until the loop takes it. */
+int cn_gate_backlog_pending(cn_bus *b);
+void cn_gate_take_backlog(cn_bus *b);
+/* Asks the loop to write what is queued, and waits (no lock held) at most `ms` for it to have
+ * written some; cn_gate_room_made is the loop's word that it did. */
+void cn_gate_await_room(cn_bus *b, long ms);
+void cn_gate_room_made(cn_bus *b);
+
+/* ---- bus_watches.c: libdbus's watches and timeouts as the loop's descriptors ---- */
+typedef struct cn_bus_watches {
+    pthread_mutex_t lock;
+    DBusWatch **watches; size_t nwatches, capwatches;
+    DBusTimeout **timeouts; uint64_t *deadlines; size_t ntimeouts, captimeouts;
+    DBusWatch *polled[CN_LOOP_FDS_PER_SOURCE];       /* the loop thread's last prepare */
+    int next_timeout;                                /* -1: no timeout enabled at the last prepare */
+    int grace;                                       /* the last prepare left the write watch to a poster */
+} cn_bus_watches;
+void cn_watches_init(cn_bus *b);
+void cn_watches_free(cn_bus *b);
+int cn_watches_install(cn_bus *b, DBusConnection *conn);
+size_t cn_watches_prepare(cn_bus *b, struct pollfd *fds, size_t cap, int *timeout_ms);
+void cn_watches_handle(cn_bus *b, const struct pollfd *fds, size_t n);
+
+/* ---- bus_link.c: the connection and its identity; under link.lock ---- */
+typedef struct cn_bus_link {
+    pthread_mutex_t lock;
+    DBusConnection *conn;           /* NULL while disconnected; set by the loop thread (and the first start) */
+    uint64_t gen;                   /* bumped on every (re)connection; 0 = never connected */
+    char bus_id[CN_BUS_ID_LEN + 1]; /* org.freedesktop.DBus.GetId: one per daemon instance */
+    char unique_name[256];          /* our unique name on it */
+    int can_pass_fds;
+    _Atomic(char *) address;        /* the address reached; set once, read with no lock */
+    struct cn_link_waiter *waiters; /* replies awaited on the current connection */
+} cn_bus_link;
+/* What a sender copies out under link.lock: the connection (a reference) and who we are on it. */
+typedef struct cn_link_view {
+    DBusConnection *conn;           /* NULL while disconnected */
+    uint64_t gen;
+    char bus_id[CN_BUS_ID_LEN + 1];
+    char unique_name[256];
+    int can_pass_fds;
+} cn_link_view;
+void cn_link_init(cn_bus *b, char *address);
+void cn_link_free(cn_bus *b);
+DBusConnection *cn_link_open(cn_bus *b);            /* open + register + identity; NULL with the error set */
+void cn_link_publish(cn_bus *b, DBusConnection *conn); /* makes it current: gen + 1 */
+/* Takes the connection away (loop thread), signals every waiter of it, and closes it; returns it
+ * for a last dispatch and unref, or NULL. */
+DBusConnection *cn_link_drop(cn_bus *b);
+int cn_link_view_get(cn_bus *b, cn_link_view *out); /* 1 while connected (unref view.conn), else 0 */
+uint64_t cn_link_gen(cn_bus *b);                    /* 0 while disconnected */
+int cn_link_bus_id(cn_bus *b, char out[CN_BUS_ID_LEN + 1]);
+const char *cn_link_address(cn_bus *b);
+/* Keeps `address` (malloc'd; taken) as the one reached, unless one is kept already. */
+void cn_link_keep_address(cn_bus *b, char *address);
+/* Lists `w` as awaited on connection `gen`, so dropping that connection signals it; 0 when that
+ * connection is already gone (then it is signalled at once). */
+void cn_link_track(cn_bus *b, cn_completion *w, uint64_t gen);
+void cn_link_untrack(cn_bus *b, cn_completion *w);
+
+/* ---- bus_rules.c: match rules (AddMatch/RemoveMatch, the plain interface, the catch-all) ---- */
+typedef struct cn_bus_rules {
+    pthread_mutex_t lock;
+    uint64_t compat_gen;            /* generation holding the plain-interface rule */
+    /* Once the bus refuses more rules (LimitsExceeded: the system bus allows 512 per connection),
+     * one rule for every post stands in for the exact ones; the process filters by name. */
+    int catchall_wanted;
+    uint64_t catchall_gen;
+} cn_bus_rules;
+void cn_rules_init(cn_bus *b);
+void cn_rules_free(cn_bus *b);
+cn_rule_request *cn_rules_add_begin(cn_bus *b, const char *key, int is_namespace, uint64_t gen);
+uint32_t cn_rules_add_finish(cn_bus *b, cn_rule_request *r, const char *key);
+void cn_rules_add_now(cn_bus *b, const char *key, int is_namespace, uint64_t gen);
+void cn_rules_remove(cn_bus *b, const char *key, int is_namespace, uint64_t gen);
+
+/* ---- bus_receive.c: is a message a post, is it authentic (loop thread) ---- */
+DBusHandlerResult cn_receive_filter(DBusConnection *conn, DBusMessage *msg, void *bus);
+void cn_receive_forget_senders(cn_bus *b);
+
+/* ---- bus_send.c: posting and flushing from any thread ---- */
+/* A poster whose unsent posts pass this many bytes waits for the bus to take them, at most
+ * CN_POST_STALL_MS; then the post fails (NOTIFY_STATUS_FAILED) instead of growing memory. */
+#define CN_OUTGOING_MAX (4u << 20)
+#define CN_POST_STALL_MS 5000
+uint32_t cn_bus_ready(cn_bus *b);
+uint32_t cn_bus_send(cn_bus *b, const cn_outgoing_post *post);
+uint32_t cn_bus_flush(cn_bus *b, int timeout_ms);
+
+/* ---- bus_transport.c: the transport itself ---- */
+struct cn_bus {
+    cn_transport base;              /* first: a cn_bus is a cn_transport */
+    cn_transport_events events;
+    cn_loop *loop;
+    char *spec;                     /* what the user asked for (NULL: the default) */
+    int resolved;                   /* kind and address are known (under start_lock until started) */
+    cn_bus_kind kind;
+    pthread_mutex_t start_lock;
+    _Atomic int started;
+    cn_bus_link link;
+    cn_bus_gate gate;
+    cn_bus_watches watches;
+    cn_bus_rules rules;
+    cn_map sender_uids;             /* bus_receive.c: unique name -> uid + 1 (loop thread; per connection) */
+    /* bus_transport.c, loop thread only: */
+    DBusConnection *loop_conn;
+    int backoff_ms;
+    uint64_t retry_at_ms;
+};
+
+#endif

@@ -1,0 +1,90 @@
+/*
+ * bus_receive.c: a message the bus handed us (loop thread, from libdbus's dispatch). Is it a
+ * Post (bus_wire.c), and may it be delivered: `self.` names never come from the bus, and a
+ * `user.uid.N` name must come from uid N or root. The poster's library refuses to post a name it
+ * may not, but anyone on a bus can emit any signal, so the receiver checks.
+ *
+ * Proof: the credential the post carries (base/credentials.c), which outlives the poster; for a
+ * foreign poster with none (dbus-send as root), the sender's uid as the bus reports it, asked while
+ * the sender is still connected and cached per unique name for this connection only (a restarted
+ * daemon hands the same unique names to others: cn_receive_forget_senders).
+ */
+#include <string.h>
+#include <unistd.h>
+#include "bus.h"
+
+static int ask_uid(DBusConnection *conn, const char *sender, uid_t *uid) {
+    DBusMessage *call = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS,
+                                                     "GetConnectionUnixUser");
+    if (!call) return 0;
+    int ok = 0;
+    if (dbus_message_append_args(call, DBUS_TYPE_STRING, &sender, DBUS_TYPE_INVALID)) {
+        DBusError err;
+        dbus_error_init(&err);
+        /* Blocking on the loop thread: libdbus reads the socket itself meanwhile and queues what
+         * else arrives. Once per sender: the answer is cached. */
+        DBusMessage *reply = dbus_connection_send_with_reply_and_block(conn, call, 5000, &err);
+        dbus_uint32_t value = 0;
+        if (reply && dbus_message_get_args(reply, &err, DBUS_TYPE_UINT32, &value, DBUS_TYPE_INVALID)) {
+            *uid = (uid_t)value;
+            ok = 1;
+        }
+        if (reply) dbus_message_unref(reply);
+        dbus_error_free(&err);
+    }
+    dbus_message_unref(call);
+    return ok;
+}
+
+void cn_receive_forget_senders(cn_bus *b) { cn_map_clear(&b->sender_uids, NULL); }
+
+/* Whether `sender` (no credential) may post `name` restricted to uid `owner`. */
+static int sender_is_owner(cn_bus *b, DBusConnection *conn, const char *sender, uid_t owner) {
+    if (b->sender_uids.count > CN_MAP_BOUND) cn_map_clear(&b->sender_uids, NULL); /* bounded */
+    void **slot = cn_map_upsert(&b->sender_uids, sender);
+    if (!slot) return 0;
+    uid_t uid;
+    if (*slot) {
+        uid = (uid_t)((uintptr_t)*slot - 1);
+    } else {
+        if (!ask_uid(conn, sender, &uid)) {
+            cn_map_remove(&b->sender_uids, sender);
+            return 0; /* unknown sender (gone already): not trusted */
+        }
+        *slot = (void *)((uintptr_t)uid + 1);
+    }
+    return uid == owner || uid == 0;
+}
+
+/* A credential that does not prove it is a forgery: no second chance. Closes the credential. */
+static int post_is_authentic(cn_bus *b, DBusConnection *conn, const char *sender, const cn_wire_post *post) {
+    int fd = post->credential_fd;
+    int authentic;
+    uid_t owner;
+    int restricted = cn_is_self_name(post->name) ? -1 : cn_restricted_uid(post->name, &owner);
+    char bus_id[CN_BUS_ID_LEN + 1];
+    if (restricted == 0) authentic = 1;
+    else if (restricted < 0 || !sender) authentic = 0;
+    else if (fd >= 0) authentic = cn_link_bus_id(b, bus_id) && cn_credential_verify(fd, bus_id, sender, post->name, post->seq, owner);
+    else authentic = sender_is_owner(b, conn, sender, owner);
+    if (fd >= 0) close(fd);
+    return authentic;
+}
+
+DBusHandlerResult cn_receive_filter(DBusConnection *conn, DBusMessage *msg, void *bus) {
+    cn_bus *b = bus;
+    cn_wire_post post;
+    switch (cn_wire_parse(msg, &post)) {
+    case CN_WIRE_NOT_OURS: return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
+    case CN_WIRE_MALFORMED: return DBUS_HANDLER_RESULT_HANDLED; /* ignored, as the contract says */
+    case CN_WIRE_POST: break;
+    }
+    const char *sender = dbus_message_get_sender(msg);
+    if (!post_is_authentic(b, conn, sender, &post)) {
+        b->events.post_rejected(b->events.ctx);
+        return DBUS_HANDLER_RESULT_HANDLED;
+    }
+    cn_received_post up = { post.name, sender, post.origin, post.seq, post.has_seq };
+    b->events.post_arrived(b->events.ctx, &up);
+    return DBUS_HANDLER_RESULT_HANDLED;
+}

@@ -1,0 +1,206 @@
+/*
+ * bus_rules.c: match rules, the bus's form of a subscription. One exact rule per observed name
+ * (on the name's bucket interface), one per namespace (arg0namespace), and once per connection
+ * the plain-interface rule that foreign posters use. When the bus refuses more rules
+ * (LimitsExceeded), one catch-all rule for every post stands in, for the rest of the center's life.
+ *
+ * Which keys need a rule, and on which connection each was added, is the center's subscription
+ * set (center/subscriptions.c); this file only speaks AddMatch and RemoveMatch, and keeps which
+ * connection holds the plain-interface or catch-all rule (rules.lock, a leaf).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "bus.h"
+
+/* AddMatch refused with LimitsExceeded (internal; never returned to callers). */
+#define CN_STATUS_RULE_LIMIT 0x7fff0001u
+
+struct cn_rule_request {
+    DBusConnection *conn;       /* a reference */
+    DBusPendingCall *call;      /* NULL on the loop thread: added there, blocking */
+    cn_completion *reply;       /* signalled by libdbus, or by the connection's drop */
+    uint64_t gen;
+    int is_namespace;
+    char rule[];
+};
+
+void cn_rules_init(cn_bus *b) { pthread_mutex_init(&b->rules.lock, NULL); }
+
+void cn_rules_free(cn_bus *b) { pthread_mutex_destroy(&b->rules.lock); }
+
+static void rule_of(const char *key, int is_namespace, char *rule, size_t len) {
+    (is_namespace ? cn_namespace_rule : cn_name_rule)(key, rule, len);
+}
+
+/* The plain-interface rule (or the catch-all standing in for everything) for connection `gen`,
+ * sent with no reply awaited, before the first key's rule of that connection. */
+static void ensure_base_rule(cn_bus *b, DBusConnection *conn, uint64_t gen) {
+    pthread_mutex_lock(&b->rules.lock);
+    const char *rule = NULL;
+    if (b->rules.catchall_wanted && b->rules.catchall_gen != gen) {
+        rule = CN_CATCHALL_RULE; /* first, so the names past the bus's limit are covered */
+        b->rules.catchall_gen = gen;
+    } else if (!b->rules.catchall_wanted && b->rules.compat_gen != gen) {
+        rule = CN_COMPAT_RULE;
+        b->rules.compat_gen = gen;
+    }
+    if (rule) {
+        cn_gate_enter(b);
+        dbus_bus_add_match(conn, rule, NULL); /* NULL error: sent without waiting for a reply */
+        cn_gate_leave(b);
+    }
+    pthread_mutex_unlock(&b->rules.lock);
+}
+
+static void pending_done(DBusPendingCall *pc, void *data) {
+    (void)pc;
+    cn_completion_signal(data);
+}
+
+static void pending_free(void *data) { cn_completion_unref(data); }
+
+/* Sends AddMatch from the calling thread; the loop thread reads the reply and signals it. */
+static void send_add_match(cn_bus *b, cn_rule_request *r) {
+    DBusMessage *m = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS, "AddMatch");
+    const char *rule = r->rule;
+    r->reply = cn_completion_new();
+    cn_gate_enter(b);
+    if (m && r->reply && dbus_message_append_args(m, DBUS_TYPE_STRING, &rule, DBUS_TYPE_INVALID) &&
+        dbus_connection_send_with_reply(r->conn, m, &r->call, 30000) && r->call) {
+        cn_completion_ref(r->reply); /* libdbus's, released by pending_free */
+        if (!dbus_pending_call_set_notify(r->call, pending_done, r->reply, pending_free))
+            cn_completion_unref(r->reply); /* not taken */
+    }
+    cn_gate_leave(b);
+    if (m) dbus_message_unref(m);
+}
+
+cn_rule_request *cn_rules_add_begin(cn_bus *b, const char *key, int is_namespace, uint64_t gen) {
+    cn_link_view view;
+    if (!cn_link_view_get(b, &view)) return NULL; /* disconnected: the reconnection adds it */
+    if (view.gen != gen) { dbus_connection_unref(view.conn); return NULL; } /* ditto */
+    cn_rule_request *r = calloc(1, sizeof *r + CN_RULE_MAX + 64);
+    if (!r) { dbus_connection_unref(view.conn); return NULL; }
+    r->conn = view.conn;
+    r->gen = gen;
+    r->is_namespace = is_namespace;
+    rule_of(key, is_namespace, r->rule, CN_RULE_MAX + 64);
+    ensure_base_rule(b, r->conn, gen);
+    /* On the loop thread nobody else would read the reply: added blocking at finish. */
+    if (!cn_loop_on_thread(b->loop)) send_add_match(b, r);
+    return r;
+}
+
+static uint32_t refusal(const char *key, const char *name, const char *text) {
+    if (!name || strcmp(name, DBUS_ERROR_DISCONNECTED) == 0 || strcmp(name, DBUS_ERROR_NO_REPLY) == 0)
+        return NOTIFY_STATUS_OK; /* the connection went: the reconnection adds every rule */
+    cn_set_error("the bus refused the match rule for '%s': %s (%s)", key, text ? text : "", name);
+    return strcmp(name, DBUS_ERROR_LIMITS_EXCEEDED) == 0 ? CN_STATUS_RULE_LIMIT : NOTIFY_STATUS_FAILED;
+}
+
+static uint32_t add_blocking(cn_rule_request *r, const char *key) {
+    DBusError err;
+    dbus_error_init(&err);
+    dbus_bus_add_match(r->conn, r->rule, &err); /* libdbus reads the reply itself */
+    uint32_t st = dbus_error_is_set(&err) ? refusal(key, err.name, err.message) : NOTIFY_STATUS_OK;
+    dbus_error_free(&err);
+    return st;
+}
+
+static int call_completed(void *call) { return dbus_pending_call_get_completed(call); }
+
+/* Waits for the reply with no lock held. libdbus completes the call on the reply or at its 30 s
+ * timeout, and dropping the connection signals us; the 40 s only guards against a stopped loop. */
+static uint32_t await_reply(cn_bus *b, cn_rule_request *r, const char *key) {
+    if (!r->call) return NOTIFY_STATUS_OK; /* nothing was sent (out of memory): as disconnected */
+    cn_link_track(b, r->reply, r->gen);
+    int finished = cn_completion_wait(r->reply, call_completed, r->call, 40000);
+    cn_link_untrack(b, r->reply);
+    DBusMessage *reply = dbus_pending_call_get_completed(r->call) ? dbus_pending_call_steal_reply(r->call) : NULL;
+    uint32_t st = NOTIFY_STATUS_OK;
+    if (!reply) {
+        dbus_pending_call_cancel(r->call);
+        if (!finished) {
+            cn_set_error("the bus did not answer AddMatch for '%s' within 40 s", key);
+            st = NOTIFY_STATUS_SERVER_NOT_FOUND;
+        }
+    } else {
+        if (dbus_message_get_type(reply) == DBUS_MESSAGE_TYPE_ERROR) {
+            const char *text = NULL;
+            dbus_message_get_args(reply, NULL, DBUS_TYPE_STRING, &text, DBUS_TYPE_INVALID);
+            st = refusal(key, dbus_message_get_error_name(reply), text);
+        }
+        dbus_message_unref(reply);
+    }
+    dbus_pending_call_unref(r->call);
+    return st;
+}
+
+/* The bus allows no more rules on this connection: the one rule that selects every post, once
+ * per connection; it stays, and is re-added first after a reconnection. */
+static uint32_t use_catchall(cn_bus *b, cn_rule_request *r, const char *key) {
+    pthread_mutex_lock(&b->rules.lock);
+    int need = b->rules.catchall_gen != r->gen;
+    b->rules.catchall_wanted = 1;
+    b->rules.catchall_gen = r->gen;
+    pthread_mutex_unlock(&b->rules.lock);
+    if (!need) return NOTIFY_STATUS_OK;
+    /* Make room: the catch-all also selects the plain interface, so that rule can go. The bus
+     * handles our messages in order, so the removal is done before the addition. */
+    cn_gate_enter(b);
+    dbus_bus_remove_match(r->conn, CN_COMPAT_RULE, NULL);
+    cn_gate_leave(b);
+    cn_rule_request *all = calloc(1, sizeof *all + sizeof CN_CATCHALL_RULE);
+    if (!all) { cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
+    *all = (cn_rule_request){ .conn = r->conn, .gen = r->gen };
+    memcpy(all->rule, CN_CATCHALL_RULE, sizeof CN_CATCHALL_RULE);
+    uint32_t st;
+    if (cn_loop_on_thread(b->loop)) st = add_blocking(all, key);
+    else { send_add_match(b, all); st = await_reply(b, all, key); }
+    if (all->reply) cn_completion_unref(all->reply);
+    free(all);
+    if (st != NOTIFY_STATUS_OK) {
+        pthread_mutex_lock(&b->rules.lock);
+        if (b->rules.catchall_gen == r->gen) b->rules.catchall_gen = 0;
+        pthread_mutex_unlock(&b->rules.lock);
+        if (st == CN_STATUS_RULE_LIMIT) st = NOTIFY_STATUS_FAILED; /* not even one more rule */
+    }
+    return st;
+}
+
+uint32_t cn_rules_add_finish(cn_bus *b, cn_rule_request *r, const char *key) {
+    if (!r) return NOTIFY_STATUS_OK;
+    uint32_t st = cn_loop_on_thread(b->loop) ? add_blocking(r, key) : await_reply(b, r, key);
+    if (st == CN_STATUS_RULE_LIMIT) st = use_catchall(b, r, key);
+    if (r->reply) cn_completion_unref(r->reply);
+    dbus_connection_unref(r->conn);
+    free(r);
+    return st;
+}
+
+void cn_rules_add_now(cn_bus *b, const char *key, int is_namespace, uint64_t gen) {
+    cn_link_view view;
+    if (!cn_link_view_get(b, &view)) return;
+    if (view.gen == gen) {
+        char rule[CN_RULE_MAX + 64];
+        rule_of(key, is_namespace, rule, sizeof rule);
+        ensure_base_rule(b, view.conn, gen);
+        cn_gate_enter(b);
+        dbus_bus_add_match(view.conn, rule, NULL); /* no reply awaited: thousands may follow */
+        cn_gate_leave(b);
+    }
+    dbus_connection_unref(view.conn);
+}
+
+void cn_rules_remove(cn_bus *b, const char *key, int is_namespace, uint64_t gen) {
+    cn_link_view view;
+    if (!cn_link_view_get(b, &view)) return;
+    if (view.gen == gen) { /* a rule of an older connection died with it */
+        char rule[CN_RULE_MAX + 64];
+        rule_of(key, is_namespace, rule, sizeof rule);
+        cn_gate_enter(b);
+        dbus_bus_remove_match(view.conn, rule, NULL); /* NULL error: sent without waiting for a reply */
+        cn_gate_leave(b);
+    }
+    dbus_connection_unref(view.conn);
+}

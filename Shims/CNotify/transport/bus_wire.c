@@ -1,0 +1,152 @@
+/*
+ * bus_wire.c: the Post signal of docs/PROTOCOL.md ("The signal"): built for sending, parsed on
+ * receipt, and both offered to other implementations through CNotify_protocol_build_post and
+ * CNotify_protocol_parse_post. Body: `s name`, `t sequence`, for a user.uid.N name `h credential`,
+ * then `s origin`; a receiver reads what is there and ignores what it does not know.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "bus.h"
+
+DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, const char *origin) {
+    char iface[CN_BUCKET_INTERFACE_LEN];
+    cn_bucket_interface(name, iface);
+    DBusMessage *m = dbus_message_new_signal(CN_PATH, iface, CN_MEMBER);
+    dbus_uint64_t wire_seq = seq;
+    int ok = m && dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &wire_seq, DBUS_TYPE_INVALID);
+    if (ok && credential_fd >= 0) ok = dbus_message_append_args(m, DBUS_TYPE_UNIX_FD, &credential_fd, DBUS_TYPE_INVALID);
+    if (ok && origin) ok = dbus_message_append_args(m, DBUS_TYPE_STRING, &origin, DBUS_TYPE_INVALID);
+    if (!ok) {
+        if (m) dbus_message_unref(m);
+        cn_set_error("out of memory while building the post of %s", name);
+        return NULL;
+    }
+    return m;
+}
+
+static int is_post(DBusMessage *msg) {
+    if (dbus_message_get_type(msg) != DBUS_MESSAGE_TYPE_SIGNAL || !dbus_message_has_member(msg, CN_MEMBER) ||
+        !dbus_message_has_path(msg, CN_PATH))
+        return 0;
+    const char *iface = dbus_message_get_interface(msg);
+    return iface && (strcmp(iface, CN_INTERFACE) == 0 || strncmp(iface, CN_BUCKET_PREFIX, strlen(CN_BUCKET_PREFIX)) == 0);
+}
+
+/* After the name: `t` sequence, then an optional `h` credential, then an optional `s` origin. */
+static void parse_after_name(DBusMessageIter *it, cn_wire_post *out) {
+    if (!dbus_message_iter_next(it) || dbus_message_iter_get_arg_type(it) != DBUS_TYPE_UINT64) return;
+    dbus_uint64_t v;
+    dbus_message_iter_get_basic(it, &v);
+    out->seq = v;
+    out->has_seq = 1;
+    if (!dbus_message_iter_next(it)) return;
+    if (dbus_message_iter_get_arg_type(it) == DBUS_TYPE_UNIX_FD) {
+        dbus_message_iter_get_basic(it, &out->credential_fd); /* a duplicate that we own */
+        if (!dbus_message_iter_next(it)) return;
+    }
+    if (dbus_message_iter_get_arg_type(it) == DBUS_TYPE_STRING) {
+        const char *origin;
+        dbus_message_iter_get_basic(it, &origin);
+        if (cn_origin_valid(origin)) out->origin = origin; /* anything else: no origin */
+    }
+}
+
+cn_wire_result cn_wire_parse(DBusMessage *msg, cn_wire_post *out) {
+    if (!is_post(msg)) return CN_WIRE_NOT_OURS;
+    DBusMessageIter it;
+    if (!dbus_message_iter_init(msg, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_STRING) return CN_WIRE_MALFORMED;
+    *out = (cn_wire_post){ NULL, NULL, 0, 0, -1 };
+    dbus_message_iter_get_basic(&it, &out->name);
+    size_t len = strlen(out->name);
+    if (len == 0 || len > CNOTIFY_NAME_MAX) return CN_WIRE_MALFORMED;
+    parse_after_name(&it, out);
+    return CN_WIRE_POST;
+}
+
+static uint32_t marshal_post(const char *name, uint64_t seq, const char *origin, char **out_bytes, int *out_len) {
+    CN_RETURN_IF_NULL(out_bytes, "output pointer");
+    CN_RETURN_IF_NULL(out_len, "length pointer");
+    uint32_t st = CNotify_validate_name(name);
+    if (st != NOTIFY_STATUS_OK) return st;
+    if (origin && !cn_origin_valid(origin)) {
+        cn_set_error("an origin is 32 lowercase hex digits");
+        return NOTIFY_STATUS_INVALID_REQUEST;
+    }
+    DBusMessage *m = cn_wire_build(name, seq, -1, origin);
+    if (!m) return NOTIFY_STATUS_FAILED;
+    dbus_message_set_serial(m, 1); /* a message is marshalled only once it has a serial */
+    int ok = dbus_message_marshal(m, out_bytes, out_len);
+    dbus_message_unref(m);
+    if (!ok) { cn_set_error("out of memory while marshalling the post of %s", name); return NOTIFY_STATUS_FAILED; }
+    return NOTIFY_STATUS_OK;
+}
+
+static uint32_t copy_parsed(DBusMessage *m, char *out_name, size_t name_len, uint64_t *out_seq, int *out_has_seq) {
+    cn_wire_post post;
+    if (cn_wire_parse(m, &post) != CN_WIRE_POST) {
+        cn_set_error("a D-Bus message, but not a Post of docs/PROTOCOL.md (member, path, interface or arguments)");
+        return NOTIFY_STATUS_INVALID_REQUEST;
+    }
+    if (post.credential_fd >= 0) close(post.credential_fd);
+    if (strlen(post.name) >= name_len) {
+        cn_set_error("the name is %zu bytes; the buffer holds %zu", strlen(post.name), name_len);
+        return NOTIFY_STATUS_INVALID_REQUEST;
+    }
+    memcpy(out_name, post.name, strlen(post.name) + 1);
+    *out_seq = post.seq;
+    *out_has_seq = post.has_seq;
+    return NOTIFY_STATUS_OK;
+}
+
+uint32_t CNotify_protocol_parse_post(const char *bytes, int len, char *out_name, size_t name_len, uint64_t *out_seq,
+                                     int *out_has_seq) {
+    cn_clear_error();
+    CN_RETURN_IF_NULL(bytes, "message bytes");
+    CN_RETURN_IF_NULL(out_name, "name buffer");
+    CN_RETURN_IF_NULL(out_seq, "sequence pointer");
+    CN_RETURN_IF_NULL(out_has_seq, "has-sequence pointer");
+    DBusError err;
+    dbus_error_init(&err);
+    DBusMessage *m = dbus_message_demarshal(bytes, len, &err);
+    if (!m) {
+        cn_set_error("not a D-Bus message: %s", err.message ? err.message : "unknown error");
+        dbus_error_free(&err);
+        return NOTIFY_STATUS_INVALID_REQUEST;
+    }
+    uint32_t st = copy_parsed(m, out_name, name_len, out_seq, out_has_seq);
+    dbus_message_unref(m);
+    return st;
+}
+
+uint32_t CNotify_protocol_build_post(const char *name, uint64_t seq, char **out_bytes, int *out_len) {
+    cn_clear_error();
+    return marshal_post(name, seq, NULL, out_bytes, out_len);
+}
+
+uint32_t CNotify_protocol_build_post_from(const char *name, uint64_t seq, const char *origin, char **out_bytes,
+                                          int *out_len) {
+    cn_clear_error();
+    CN_RETURN_IF_NULL(origin, "origin");
+    return marshal_post(name, seq, origin, out_bytes, out_len);
+}
+
+uint32_t CNotify_protocol_post_origin(const char *bytes, int len, char out[33]) {
+    cn_clear_error();
+    CN_RETURN_IF_NULL(bytes, "message bytes");
+    CN_RETURN_IF_NULL(out, "origin buffer");
+    DBusMessage *m = dbus_message_demarshal(bytes, len, NULL);
+    cn_wire_post post;
+    if (!m || cn_wire_parse(m, &post) != CN_WIRE_POST) {
+        if (m) dbus_message_unref(m);
+        cn_set_error("not a Post of docs/PROTOCOL.md");
+        return NOTIFY_STATUS_INVALID_REQUEST;
+    }
+    if (post.credential_fd >= 0) close(post.credential_fd);
+    memcpy(out, post.origin ? post.origin : "", post.origin ? CN_ORIGIN_LEN + 1 : 1);
+    dbus_message_unref(m);
+    return NOTIFY_STATUS_OK;
+}
+
+void CNotify_protocol_free(void *bytes) { dbus_free(bytes); }

@@ -1,0 +1,89 @@
+/*
+ * transport/transport.h: what the center needs from a transport, and what a transport reports up.
+ * The bus (transport/) is the first implementation; a second (the same-host fast path) plugs
+ * in beside it with its own table. Nothing above this layer reads libdbus types.
+ *
+ * Layer: above loop/ (a transport is a source of the center's loop), below center/. A transport
+ * reaches the center only through the cn_transport_events table the center hands it.
+ */
+#ifndef CNOTIFY_TRANSPORT_H
+#define CNOTIFY_TRANSPORT_H
+
+#include "../loop/loop.h"
+
+/* A post as a transport hands it up, authenticated by the transport's own means. */
+typedef struct cn_received_post {
+    const char *name;
+    const char *sender;         /* the transport's name of the poster (a bus unique name); NULL if unknown */
+    const char *origin;         /* the poster's origin (PROTOCOL.md "Origins"); NULL when it carried none */
+    uint64_t seq;
+    int has_seq;
+} cn_received_post;
+
+/* A post the center sends: numbered by the center, whatever connection carries it. */
+typedef struct cn_outgoing_post {
+    const char *name;
+    uint64_t seq;
+    const char *origin;
+    int restricted;             /* a user.uid.N name: the transport proves the poster's uid to receivers */
+} cn_outgoing_post;
+
+/* What a transport reports, on the loop thread (connected: also on the first start's thread). */
+typedef struct cn_transport_events {
+    void *ctx;
+    void (*post_arrived)(void *ctx, const cn_received_post *post);
+    void (*post_rejected)(void *ctx);                    /* a post that failed authentication */
+    /* A connection of generation `gen` is in use (`again`: a reconnection): add every subscription. */
+    void (*connected)(void *ctx, uint64_t gen, int again);
+    /* The connection is gone: what was learnt about senders on it no longer holds. */
+    void (*disconnected)(void *ctx);
+} cn_transport_events;
+
+typedef struct cn_transport cn_transport;
+typedef struct cn_rule_request cn_rule_request;
+
+typedef struct cn_transport_ops {
+    /* Connects in the caller's thread (so the first call learns at once whether the peer is
+     * there) and joins the loop; once. NOTIFY_STATUS_SERVER_NOT_FOUND with the error set. */
+    uint32_t (*start)(cn_transport *t);
+    /* The generation of the connection in use, 0 while disconnected (reconnecting). */
+    uint64_t (*generation)(cn_transport *t);
+    /* Waits, called with no lock held, while the peer is behind (a bounded wait; then FAILED), and
+     * says whether a send can go now (SERVER_NOT_FOUND while disconnected). */
+    uint32_t (*ready)(cn_transport *t);
+    /* Sends a post from the caller's thread; never waits (it may be called under the caller's lock). */
+    uint32_t (*send)(cn_transport *t, const cn_outgoing_post *post);
+    /* Until every post sent is written, or timeout_ms (< 0: no limit). */
+    uint32_t (*flush)(cn_transport *t, int timeout_ms);
+    /* Subscribing to a name or namespace in two steps: begin sends the request (non-blocking, so
+     * the caller may hold its subscription lock), finish awaits the answer with no lock held.
+     * NULL from begin: nothing to await. */
+    cn_rule_request *(*subscribe_begin)(cn_transport *t, const char *key, int is_namespace, uint64_t gen);
+    uint32_t (*subscribe_finish)(cn_transport *t, cn_rule_request *request, const char *key);
+    /* From `connected`: subscribes with no answer awaited (thousands may follow). */
+    void (*subscribe_now)(cn_transport *t, const char *key, int is_namespace, uint64_t gen);
+    /* The key's last observer left; its subscription was made on connection `gen`. */
+    void (*unsubscribe)(cn_transport *t, const char *key, int is_namespace, uint64_t gen);
+    /* The address this transport reaches ("" until known). */
+    const char *(*address)(cn_transport *t);
+    /* After the loop ended. */
+    void (*destroy)(cn_transport *t);
+} cn_transport_ops;
+
+struct cn_transport {
+    const cn_transport_ops *ops;
+};
+
+/* ---- the bus transport (transport/) ---- */
+typedef enum { CN_BUS_ADDRESS, CN_BUS_EMBEDDED } cn_bus_kind;
+/* Resolves "session"/"system"/"embedded"/address/NULL (the default) into a kind and an address. */
+uint32_t cn_resolve_bus(const char *spec, cn_bus_kind *kind, char **out_address);
+/* A transport over the bus `spec`: `resolved` with its kind and address (taken) when the caller
+ * resolved it already (so a bad address fails at creation), else resolved at its start. NULL when
+ * out of memory. It adds itself to `loop` at its start. */
+cn_transport *cn_bus_transport_new(const char *spec, int resolved, cn_bus_kind kind, char *address, cn_loop *loop,
+                                   cn_transport_events events);
+/* Where the state of bus `spec` lives (docs/PROTOCOL.md "State files"), and who may have made it. */
+uint32_t cn_bus_state_dir(const char *spec, char *out, size_t len, cn_state_place *place);
+
+#endif
