@@ -59,12 +59,12 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
-        .target(name: "NotifyBridge", dependencies: ["DarwinNotify", "CNotify", "CDBus", "CMosquitto", "Wormhole"]),
+        .target(name: "NotifyBridge", dependencies: ["DarwinNotify", "CDBus", "CMosquitto", "Wormhole"]),
         .executableTarget(
             name: "notify-bridge",
             dependencies: ["NotifyBridge", "DarwinNotify", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
-        .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CNotify", "CDBus"]),
+        .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CDBus"]),
         .target(name: "DarwinNotifyFoundation", dependencies: ["DarwinNotify"]),
         // notifyutil is linked statically: a command-line post is mostly process start-up, and
         // loading the Swift runtime's shared libraries (libswiftCore pulls in libstdc++) took 2 ms,

@@ -28,3 +28,16 @@ package final class CallbackBox<Argument>: Sendable {
         }
     }
 }
+
+/// The C side of every name registration (`CNotify_handler`): one trampoline for the whole package,
+/// which hands the name to the registration's ``CallbackBox``.
+package let nameTrampoline: CNotify_handler = { context, name in
+    guard let context, let name else { return }
+    CallbackBox<String>.from(context).invoke(String(cString: name))
+}
+
+/// The C side of every token registration (`CNotify_token_handler`), as ``nameTrampoline``.
+package let tokenTrampoline: CNotify_token_handler = { context, token in
+    guard let context else { return }
+    CallbackBox<Int32>.from(context).invoke(token)
+}

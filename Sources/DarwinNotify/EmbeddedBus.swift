@@ -57,3 +57,15 @@ public enum EmbeddedBus {
         String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
+
+extension EmbeddedBus {
+    /// The dbus-daemon configuration the embedded bus runs with, for another private bus (a
+    /// test's, a benchmark's): `CNotify_bus_config`. `policy` nil: the embedded bus's own (this
+    /// user's processes may do everything); `embeddedLimits` false: dbus-daemon's built-in limits.
+    public static func configuration(listen: String, type: String = "session", pidFile: String? = nil,
+                                     policy: String? = nil, embeddedLimits: Bool = false) throws(NotifyError) -> String {
+        var buffer = [CChar](repeating: 0, count: 64 * 1024)
+        try NotifyError.check(CNotify_bus_config(listen, type, pidFile, policy, embeddedLimits ? 1 : 0, &buffer, buffer.count))
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -132,14 +132,10 @@ public final class NotifyCenter: Sendable {
             if !state.isCancelled { deliver(name) }
         }
         var id: UInt64 = 0
-        let handler: CNotify_handler = { context, name in
-            guard let context, let name else { return }
-            CallbackBox<String>.from(context).invoke(String(cString: name))
-        }
         try box.install { context, release in
             isNamespace
-                ? CNotify_center_add_namespace_handler(handle, key, handler, context, release, &id)
-                : CNotify_center_add_handler(handle, key, handler, context, release, &id)
+                ? CNotify_center_add_namespace_handler(handle, key, nameTrampoline, context, release, &id)
+                : CNotify_center_add_handler(handle, key, nameTrampoline, context, release, &id)
         }
         return NotificationObservation(center: self, id: id, state: state, gate: gate)
     }
@@ -175,5 +171,89 @@ extension NotifyCenter {
         CNotify_center_get_stats(handle, &s)
         return NotifyStatistics(received: s.received, delivered: s.delivered, gaps: s.gaps, reconnects: s.reconnects,
                                 rejected: s.rejected)
+    }
+}
+
+/// A post as the center delivers it, with what the core knows of who posted it
+/// (`CNotify_center_current_post`).
+public struct DeliveredPost: Sendable, Hashable {
+    public let name: String
+    /// This center posted it (its origin, which survives reconnections: docs/PROTOCOL.md "Origins").
+    public let fromThisCenter: Bool
+    /// The poster's number of this post of `name`, when it sent one.
+    public let sequence: UInt64?
+}
+
+extension NotifyCenter {
+    /// Calls `handler` on the center's delivery thread for every post of `namespace` and of the
+    /// names under it, telling whether this center posted it (a bridge must not send its own
+    /// posts back). As ``observe(namespace:queue:handler:)`` with `queue: nil`.
+    public func observePosts(namespace: String,
+                             handler: @escaping @Sendable (DeliveredPost) -> Void) throws(NotifyError) -> NotificationObservation {
+        // The C center is safe to use from any thread; the closure only runs while the center
+        // lives (its destroy removes every registration first).
+        nonisolated(unsafe) let center = handle
+        return try register(namespace, isNamespace: true, gate: nil) { name in
+            // On the delivery thread, inside the C callback: the core describes the post.
+            var info = CNotify_post_info()
+            let known = CNotify_center_current_post(center, &info) == UInt32(NOTIFY_STATUS_OK)
+            handler(DeliveredPost(name: name, fromThisCenter: known && info.from_this_center != 0,
+                                  sequence: known && info.has_sequence != 0 ? info.sequence : nil))
+        }
+    }
+
+    /// The longest name, in bytes of UTF-8 (`CNOTIFY_NAME_MAX`).
+    public static let maxNameLength = Int(CNOTIFY_NAME_MAX)
+
+    /// Checks `name` as every call does (1 to 512 bytes of UTF-8).
+    public static func validate(name: String) throws(NotifyError) {
+        try NotifyError.check(CNotify_validate_name(name))
+    }
+
+    /// Checks `namespace` as ``observe(namespace:queue:handler:)`` does.
+    public static func validate(namespace: String) throws(NotifyError) {
+        try NotifyError.check(CNotify_validate_namespace(namespace))
+    }
+
+    /// Whom a `user.uid.N` name belongs to (docs/PROTOCOL.md "Restricted names").
+    public enum Restriction: Sendable, Equatable {
+        /// Anyone may post it.
+        case none
+        /// Only uid N (or root) may post or set it.
+        case uid(UInt32)
+        /// Restricted to a number that is no uid: nobody may.
+        case nobody
+    }
+
+    public static func restriction(of name: String) -> Restriction {
+        var uid: UInt32 = 0
+        switch CNotify_name_restricted_uid(name, &uid) {
+        case 0: return .none
+        case 1: return .uid(uid)
+        default: return .nobody
+        }
+    }
+
+    /// The directory holding the state files of `bus` (nil: the default bus), docs/PROTOCOL.md
+    /// "State files": the one in use, which may be a `.XXXXXX` beside a squatted name.
+    public static func stateDirectory(bus: String?) throws(NotifyError) -> String {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        try NotifyError.check(CNotify_state_directory(bus, &buffer, buffer.count))
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The bucket interface a post of `name` travels on (docs/PROTOCOL.md "The bucket interface").
+    public static func bucketInterface(of name: String) -> String {
+        var buffer = [CChar](repeating: 0, count: 32)
+        CNotify_bucket_interface(name, &buffer)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The file name of `name`'s state (two FNV-1a 64-bit hashes, docs/PROTOCOL.md): also a
+    /// stable 128-bit digest of any string.
+    public static func stateFileName(of name: String) -> String {
+        var buffer = [CChar](repeating: 0, count: 33)
+        CNotify_state_file_name(name, &buffer)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -54,8 +54,10 @@ public final class NotifyToken: Sendable {
     /// inside it. Safe to call more than once.
     public func cancel() {
         guard !cancelled.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        gate?.close()
+        // As NotificationObservation.cancel: the core first (no post is queued after it), then the
+        // gate (one queued or running is dropped or waited out).
         _ = notify_cancel(rawValue)
+        gate?.close()
     }
 
     public var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
@@ -138,10 +140,7 @@ extension NotifyCenter {
         }
         var token: Int32 = 0
         try box.install { context, release in
-            CNotify_center_register_handler(handle, name, { context, token in
-                guard let context else { return }
-                CallbackBox<Int32>.from(context).invoke(token)
-            }, context, release, &token)
+            CNotify_center_register_handler(handle, name, tokenTrampoline, context, release, &token)
         }
         return NotifyToken(rawValue: token, name: name, kind: .dispatch, center: self, gate: gate)
     }

@@ -1,18 +1,18 @@
 // Bridge: one local bus ↔ one MQTT broker (docs/BRIDGE.md). Local posts of exported namespaces
 // are published; messages of imported namespaces are posted locally; state and wormhole messages
 // travel as retained or QoS 1 messages. Nothing the bridge itself posted locally goes out again
-// (CNotify_center_current_post tells it), and nothing it published comes back in (`origin`).
-import CNotify
+// (DeliveredPost.fromThisCenter tells it), and nothing it published comes back in (`origin`).
 import DarwinNotify
 import Dispatch
 import Foundation
 import Synchronization
 import Wormhole
 
-public struct BridgeConfiguration: Sendable {
+/// The nine choices a bridge starts with besides its broker connection: one definition, which
+/// the command line (``BridgeArguments``) and the running bridge (``BridgeConfiguration``) share.
+public struct BridgeOptions: Sendable {
     /// The local bus (an address, `session`, `system`, `embedded`), nil for the default.
     public var bus: String?
-    public var mqtt: MQTTOptions
     public var exports: [String] = []
     public var imports: [String] = []
     /// Import `user.uid.N` names: only when the broker's ACL lets nobody but N's bridges publish
@@ -29,12 +29,26 @@ public struct BridgeConfiguration: Sendable {
     public var wormholeDirectory = "wormhole"
     /// The named queue listener a bridge reads each wormhole queue with.
     public var wormholeListener = "notify-bridge"
+
+    public init() {}
+}
+
+/// A bridge's configuration: its options, the broker connection, and this run's origin.
+@dynamicMemberLookup
+public struct BridgeConfiguration: Sendable {
+    public var options = BridgeOptions()
+    public var mqtt: MQTTOptions
     /// This run's name in payloads (new each run, so sequence numbers never repeat under it).
     public var origin: String
 
     public init(mqtt: MQTTOptions, origin: String) {
         self.mqtt = mqtt
         self.origin = origin
+    }
+
+    public subscript<Value>(dynamicMember option: WritableKeyPath<BridgeOptions, Value>) -> Value {
+        get { options[keyPath: option] }
+        set { options[keyPath: option] = newValue }
     }
 }
 
@@ -73,6 +87,8 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     private nonisolated(unsafe) var client: MQTTClient!
     private nonisolated(unsafe) var stateWatcher: StateWatcher?
     private nonisolated(unsafe) var mirrors: [WormholeMirror] = []
+    /// The local observations of the exported namespaces (made in `start`, before any callback).
+    private nonisolated(unsafe) var observations: [NotificationObservation] = []
     /// The bus name that keeps a second bridge of ours off this bus (BusClaim), held while running.
     private nonisolated(unsafe) var claim: BusClaim?
 
@@ -107,17 +123,17 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         self.reporter = reporter
         for ns in configuration.exports + configuration.imports {
             if ns == "self" || ns.hasPrefix("self.") {
-                throw BridgeError("'\(ns)': self. names never leave their process, so they cannot be bridged")
+                throw BridgeError(.configuration, "'\(ns)': self. names never leave their process, so they cannot be bridged")
             }
             // The core's own check, so an import is held to what an export's observer accepts.
-            guard CNotify_validate_namespace(ns) == 0 else { throw BridgeError(String(cString: CNotify_last_error())) }
+            do { try NotifyCenter.validate(namespace: ns) } catch { throw BridgeError(.configuration, error.message) }
         }
         exports = Namespaces.minimal(configuration.exports)
         imports = Namespaces.minimal(configuration.imports)
         do {
             center = if let bus = configuration.bus { try NotifyCenter(bus: bus) } else { .default }
         } catch {
-            throw BridgeError("cannot use the bus \(configuration.bus ?? "(default)"): \(error)")
+            throw BridgeError(.localBus, "cannot use the bus \(configuration.bus ?? "(default)"): \(error)")
         }
     }
 
@@ -132,7 +148,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         }
         let mqttClient: MQTTClient
         do { mqttClient = try MQTTClient(options: configuration.mqtt, delegate: self) } catch {
-            throw BridgeError("\(error)")
+            throw BridgeError(.broker, "\(error)")
         }
         client = mqttClient
         for group in configuration.wormholeGroups {
@@ -140,7 +156,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
                 mirrors.append(try WormholeMirror(bridge: self, group: group, directory: configuration.wormholeDirectory,
                                                   listenerName: configuration.wormholeListener, center: center))
             } catch {
-                throw BridgeError("cannot mirror wormhole group '\(group)': \(error)")
+                throw BridgeError(.wormhole, "cannot mirror wormhole group '\(group)': \(error)")
             }
         }
         // Observe before connecting: a post made while the broker is still away is queued.
@@ -148,42 +164,34 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         if !mirrors.isEmpty { observed.append(WormholeMirror.announcementNamespace) }
         for ns in Namespaces.minimal(observed) { try observeLocally(ns) }
         if !exports.isEmpty { try watchStates() }
-        do { try mqttClient.start(options: configuration.mqtt) } catch { throw BridgeError("\(error)") }
+        do { try mqttClient.start(options: configuration.mqtt) } catch { throw BridgeError(.broker, "\(error)") }
         for mirror in mirrors { mirror.start() }
     }
 
     public func stop() {
         stopping.store(true, ordering: .relaxed)
+        for observation in observations { observation.cancel() }
         client?.stop()
         stateWatcher?.stop()
         for mirror in mirrors { mirror.stop() }
     }
 
     private func observeLocally(_ ns: String) throws(BridgeError) {
-        var id: UInt64 = 0
-        // Called on the delivery thread, where CNotify_center_current_post describes the post.
-        let box = CallbackBox<UnsafePointer<CChar>> { [self] name in localPost(name) }
         do {
-            try box.install { context, release in
-                CNotify_center_add_namespace_handler(center.cCenter, ns, { context, name in
-                    guard let context, let name else { return }
-                    CallbackBox<UnsafePointer<CChar>>.from(context).invoke(name)
-                }, context, release, &id)
-            }
+            observations.append(try center.observePosts(namespace: ns) { [self] post in localPost(post) })
         } catch {
-            throw BridgeError("cannot observe '\(ns)' on the local bus: \(error.message)")
+            throw BridgeError(.localBus, "cannot observe '\(ns)' on the local bus: \(error.message)")
         }
     }
 
     private func watchStates() throws(BridgeError) {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        guard CNotify_state_directory(configuration.bus, &buffer, buffer.count) == 0 else {
-            throw BridgeError("cannot find the bus's state directory: \(String(cString: CNotify_last_error()))")
+        let directory: String
+        do { directory = try NotifyCenter.stateDirectory(bus: configuration.bus) } catch {
+            throw BridgeError(.stateDirectory, "cannot find the bus's state directory: \(error.message)")
         }
-        let directory = text(of: buffer)
         let watcher = StateWatcher(directory: directory, uid: myUID) { [weak self] name in self?.localStateChanged(name) }
         do { try watcher.start() } catch {
-            throw BridgeError("cannot watch the state directory \(directory): \(error)")
+            throw BridgeError(.stateDirectory, "cannot watch the state directory \(directory): \(error)")
         }
         stateWatcher = watcher
         // What was set before the bridge started, for names only this side writes (a name both
@@ -194,10 +202,9 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     // MARK: Local → broker
 
     /// A post on the local bus (the center's delivery thread).
-    private func localPost(_ cName: UnsafePointer<CChar>) {
-        var info = CNotify_post_info()
-        guard CNotify_center_current_post(center.cCenter, &info) == 0, info.from_this_center == 0 else { return }
-        let name = String(cString: cName)
+    private func localPost(_ post: DeliveredPost) {
+        guard !post.fromThisCenter else { return }
+        let name = post.name
         if !mirrors.isEmpty, let (mirror, identifier) = mirrorFor(announcement: name) {
             mirror.localAnnouncement(identifier)
         }
@@ -216,8 +223,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     /// name never seen with a state other than 0 has nothing to say.
     private func localStateChanged(_ name: String, quiet: Bool = false) {
         guard isExported(name), mayCarry(name, direction: "export", quiet: quiet) else { return }
-        var value: UInt64 = 0
-        guard CNotify_center_get_state(center.cCenter, name, &value) == 0 else { return }
+        guard let value = try? center.state(of: name) else { return }
         let changed = knownStates.withLock { known in
             if known[name] == value || (known[name] == nil && value == 0) { return false }
             known[name] = value
@@ -312,8 +318,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         let names = knownStates.withLock { Array($0.keys) }
         var republished: UInt64 = 0
         for name in names where isExported(name) && mayCarry(name, direction: "export", quiet: true) {
-            var value: UInt64 = 0
-            guard CNotify_center_get_state(center.cCenter, name, &value) == 0 else { continue }
+            guard let value = try? center.state(of: name) else { continue }
             knownStates.withLock { $0[name] = value }
             publishState(name, value)
             republished += 1
@@ -383,9 +388,8 @@ public final class Bridge: MQTTClientDelegate, Sendable {
             invalid(topic, "the name contains U+0000, which no notification name may hold")
             return nil
         }
-        let status = CNotify_validate_name(name)
-        if status != 0 {
-            invalid(topic, "the core refuses the name: \(String(cString: CNotify_last_error()))")
+        do { try NotifyCenter.validate(name: name) } catch {
+            invalid(topic, "the core refuses the name: \(error.message)")
             return nil
         }
         guard isImported(name) else {
@@ -399,12 +403,12 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         guard case .post = payload.body else { return invalid(topic, "a post topic carries a \(payload.body.kind)") }
         guard accept(payload, topic: topic) else { return }
         guard mayCarry(name, direction: "import") else { return }
-        let st = CNotify_center_post(center.cCenter, name)
-        if st == 0 {
+        do {
+            try center.post(name)
             counters.withLock { $0.imported += 1 }
-        } else {
+        } catch {
             counters.withLock { $0.refused += 1 }
-            reporter.repeated("post:" + name, "cannot post \(name) locally: \(String(cString: CNotify_last_error()))")
+            reporter.repeated("post:" + name, "cannot post \(name) locally: \(error.message)")
         }
     }
 
@@ -434,15 +438,14 @@ public final class Bridge: MQTTClientDelegate, Sendable {
             defer { known[name] = value }
             return known[name]
         }
-        var current: UInt64 = 0
-        if previous == value, CNotify_center_get_state(center.cCenter, name, &current) == 0, current == value { return }
-        let st = CNotify_center_set_state(center.cCenter, name, value)
-        if st == 0 {
+        if previous == value, (try? center.state(of: name)) == value { return }
+        do {
+            try center.setState(value, for: name)
             counters.withLock { $0.statesImported += 1 }
-        } else {
+        } catch {
             knownStates.withLock { $0[name] = previous }
             counters.withLock { $0.refused += 1 }
-            reporter.repeated("state:" + name, "cannot set the state of \(name) locally: \(String(cString: CNotify_last_error()))")
+            reporter.repeated("state:" + name, "cannot set the state of \(name) locally: \(error.message)")
         }
     }
 
@@ -477,11 +480,10 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     /// `user.uid.N`: exported only when this bridge's user may post it (N, or root), imported
     /// only when the broker's ACL is declared to guard it and the local core lets us post it.
     private func mayCarry(_ name: String, direction: String, quiet: Bool = false) -> Bool {
-        var uid: UInt32 = 0
-        switch CNotify_name_restricted_uid(name, &uid) {
-        case 0: return true
-        case 1 where direction == "export" && (myUID == 0 || myUID == uid): return true
-        case 1 where direction == "import" && configuration.brokerACLEnforced: return true
+        switch NotifyCenter.restriction(of: name) {
+        case .none: return true
+        case .uid(let uid) where direction == "export" && (myUID == 0 || myUID == uid): return true
+        case .uid where direction == "import" && configuration.brokerACLEnforced: return true
         default:
             if quiet { return false }
             counters.withLock { $0.refused += 1 }
@@ -511,7 +513,29 @@ extension BridgePayload.Body {
     }
 }
 
-public struct BridgeError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+/// Why the bridge could not start, typed like NotifyError: a code to branch on, and a sentence
+/// that says what to do.
+public struct BridgeError: Error, Hashable, Sendable, CustomStringConvertible {
+    public enum Code: String, Hashable, Sendable {
+        /// An option or its value (a namespace, a limit, a file named by an option).
+        case configuration
+        /// The local bus: unreachable, refusing us, or served by another bridge already.
+        case localBus
+        /// The MQTT broker or its client.
+        case broker
+        /// A wormhole group to mirror.
+        case wormhole
+        /// The state directory of the local bus.
+        case stateDirectory
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
 }

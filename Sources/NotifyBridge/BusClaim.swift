@@ -24,18 +24,18 @@ final class BusClaim: @unchecked Sendable { // the connection is only closed, in
     /// Claims the name on `bus`; throws when another bridge holds it.
     static func claim(bus: String?) throws(BridgeError) -> Outcome {
         let address: String
-        do { address = try EmbeddedBus.resolvedAddress(of: bus) } catch { throw BridgeError("cannot use the bus \(bus ?? "(default)"): \(error)") }
+        do { address = try EmbeddedBus.resolvedAddress(of: bus) } catch { throw BridgeError(.localBus, "cannot use the bus \(bus ?? "(default)"): \(error)") }
         var error = DBusError()
         dbus_error_init(&error)
         defer { dbus_error_free(&error) }
         guard let connection = dbus_connection_open_private(address, &error) else {
-            throw BridgeError("cannot reach the bus at \(address): \(text(error))")
+            throw BridgeError(.localBus, "cannot reach the bus at \(address): \(text(error))")
         }
         dbus_connection_set_exit_on_disconnect(connection, 0)
         let close = { dbus_connection_close(connection); dbus_connection_unref(connection) }
         guard dbus_bus_register(connection, &error) != 0 else {
             close()
-            throw BridgeError("the bus at \(address) refused us: \(text(error))")
+            throw BridgeError(.localBus, "the bus at \(address) refused us: \(text(error))")
         }
         let reply = dbus_bus_request_name(connection, name, UInt32(DBUS_NAME_FLAG_DO_NOT_QUEUE), &error)
         if dbus_error_is_set(&error) != 0 {
@@ -51,7 +51,7 @@ final class BusClaim: @unchecked Sendable { // the connection is only closed, in
         if let ownerUID, ownerUID != getuid() {
             return .denied("\(name) on \(address) is held by uid \(ownerUID)\(owner), not by a bridge of ours: a second bridge of ours on this bus would not be detected")
         }
-        throw BridgeError("another notify-bridge\(owner) already serves the bus at \(address): two would export every post twice, or knock each other off the broker; stop it first (one bridge can export and import several namespaces)")
+        throw BridgeError(.localBus, "another notify-bridge\(owner) already serves the bus at \(address): two would export every post twice, or knock each other off the broker; stop it first (one bridge can export and import several namespaces)")
     }
 
     private init(_ connection: OpaquePointer) { self.connection = connection }

@@ -1,10 +1,12 @@
 // Launch: from the command line's words to a BridgeConfiguration (notify-bridge's checks live
 // here, so the executable stays a thin argument parser).
-import CNotify
+import DarwinNotify
 import Foundation
 
+/// The command line's words: the broker connection's, and the ``BridgeOptions`` the bridge runs with.
+@dynamicMemberLookup
 public struct BridgeArguments: Sendable {
-    public var bus: String?
+    public var options = BridgeOptions()
     public var broker: String
     public var tls = false
     public var caFile: String?
@@ -14,66 +16,54 @@ public struct BridgeArguments: Sendable {
     public var username: String?
     public var passwordFile: String?
     public var clientID: String?
-    public var exports: [String] = []
-    public var imports: [String] = []
-    public var brokerACLEnforced = false
-    public var queueLimit = 100_000
-    public var stateLimit = 10_000
-    public var wormholeGroups: [String] = []
-    public var wormholeDirectory = "wormhole"
-    public var wormholeListener = "notify-bridge"
 
     public init(broker: String) { self.broker = broker }
 
+    public subscript<Value>(dynamicMember option: WritableKeyPath<BridgeOptions, Value>) -> Value {
+        get { options[keyPath: option] }
+        set { options[keyPath: option] = newValue }
+    }
+
     public func configuration() throws(BridgeError) -> BridgeConfiguration {
         let url: BrokerURL
-        do { url = try BrokerURL(parsing: broker) } catch { throw BridgeError("\(error)") }
-        var mqtt = MQTTOptions(broker: url, clientID: clientID ?? Self.defaultClientID(bus: bus))
+        do { url = try BrokerURL(parsing: broker) } catch { throw BridgeError(.configuration, "\(error)") }
+        var mqtt = MQTTOptions(broker: url, clientID: clientID ?? Self.defaultClientID(bus: options.bus))
         mqtt.broker.tls = url.tls || tls || caFile != nil || caPath != nil
         mqtt.caFile = caFile
         mqtt.caPath = caPath
         mqtt.certFile = certFile
         mqtt.keyFile = keyFile
         guard (certFile == nil) == (keyFile == nil) else {
-            throw BridgeError("--tls-cert and --tls-key go together")
+            throw BridgeError(.configuration, "--tls-cert and --tls-key go together")
         }
         for file in [caFile, certFile, keyFile].compactMap({ $0 }) where access(file, R_OK) != 0 {
-            throw BridgeError("cannot read \(file): \(String(cString: strerror(errno)))")
+            throw BridgeError(.configuration, "cannot read \(file): \(String(cString: strerror(errno)))")
         }
         mqtt.username = username
         if let passwordFile {
             guard let text = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
-                throw BridgeError("cannot read the password file \(passwordFile): \(String(cString: strerror(errno)))")
+                throw BridgeError(.configuration, "cannot read the password file \(passwordFile): \(String(cString: strerror(errno)))")
             }
             mqtt.password = text.trimmingCharacters(in: .newlines)
         }
         guard let id = mqtt.clientID.utf8.count > 0 ? mqtt.clientID : nil, id.utf8.count <= 65535,
               !id.contains("+"), !id.contains("#"), !id.contains("/") else {
-            throw BridgeError("--client-id '\(mqtt.clientID)' is empty or holds / + #")
+            throw BridgeError(.configuration, "--client-id '\(mqtt.clientID)' is empty or holds / + #")
         }
-        guard !exports.isEmpty || !imports.isEmpty || !wormholeGroups.isEmpty else {
-            throw BridgeError("nothing to carry: give --export, --import or --wormhole")
+        guard !options.exports.isEmpty || !options.imports.isEmpty || !options.wormholeGroups.isEmpty else {
+            throw BridgeError(.configuration, "nothing to carry: give --export, --import or --wormhole")
         }
-        guard queueLimit > 0 else { throw BridgeError("--queue-limit must be at least 1") }
-        guard stateLimit > 0 else { throw BridgeError("--state-limit must be at least 1") }
+        guard options.queueLimit > 0 else { throw BridgeError(.configuration, "--queue-limit must be at least 1") }
+        guard options.stateLimit > 0 else { throw BridgeError(.configuration, "--state-limit must be at least 1") }
         var configuration = BridgeConfiguration(mqtt: mqtt, origin: Self.newOrigin())
-        configuration.bus = bus
-        configuration.exports = exports
-        configuration.imports = imports
-        configuration.brokerACLEnforced = brokerACLEnforced
-        configuration.queueLimit = queueLimit
-        configuration.stateLimit = stateLimit
-        configuration.wormholeGroups = wormholeGroups
-        configuration.wormholeDirectory = wormholeDirectory
-        configuration.wormholeListener = wormholeListener
+        configuration.options = options
         return configuration
     }
 
     /// Stable across runs (the broker keeps a persistent session under it): host, user and bus.
     public static func defaultClientID(bus: String?) -> String {
-        var digest = [CChar](repeating: 0, count: 33)
-        CNotify_state_file_name(bus ?? "default", &digest) // a stable 128-bit hash of a string
-        return "notify-bridge-\(hostToken())-\(getuid())-\(text(of: digest).prefix(8))"
+        let digest = NotifyCenter.stateFileName(of: bus ?? "default") // a stable 128-bit hash of a string
+        return "notify-bridge-\(hostToken())-\(getuid())-\(digest.prefix(8))"
     }
 
     /// This run's origin: the host and 8 random hex digits.

@@ -2,7 +2,7 @@
 // directory with inotify (state values are files, never signals: docs/PROTOCOL.md, "State
 // files"). It reports only a name: the bridge reads the value through the core, which applies
 // every ownership and mode check, so nothing here is trusted beyond "look at this name".
-import CNotify
+import DarwinNotify
 import Foundation
 import Glibc
 import Synchronization
@@ -126,12 +126,10 @@ final class StateWatcher: Sendable {
         defer { close(descriptor) }
         var info = stat()
         guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
-        var bytes = [UInt8](repeating: 0, count: 8 + Int(CNOTIFY_NAME_MAX) + 1)
+        var bytes = [UInt8](repeating: 0, count: 8 + NotifyCenter.maxNameLength + 1)
         let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-        guard count > 8, count <= 8 + Int(CNOTIFY_NAME_MAX),
+        guard count > 8, count <= 8 + NotifyCenter.maxNameLength,
               let name = String(validating: bytes[8 ..< count], as: UTF8.self) else { return nil }
-        var expected = [CChar](repeating: 0, count: 33)
-        CNotify_state_file_name(name, &expected)
-        return text(of: expected) == file ? name : nil
+        return NotifyCenter.stateFileName(of: name) == file ? name : nil
     }
 }

@@ -4,7 +4,6 @@
 // (org.freedesktop.DBus.GetConnectionCredentials), cached per unique name for this connection.
 // No Foundation: notifyutil is a static executable that starts in under a millisecond.
 import CDBus
-import CNotify
 import DarwinNotify
 
 #if canImport(Glibc)
@@ -234,9 +233,7 @@ public final class BusMonitor {
         let sender = dbus_message_get_sender(message).map { String(cString: $0) } ?? "?"
         var gap: UInt64 = 0
         if let sequence {
-            var hash = [CChar](repeating: 0, count: 33)
-            CNotify_state_file_name(name, &hash)
-            let key = sender + "\n" + BusMonitor.decode(hash)
+            let key = sender + "\n" + NotifyCenter.stateFileName(of: name)
             if lastSequence.count >= BusMonitor.maxKept { lastSequence.removeAll(); gapBudget.removeAll() }
             if let last = lastSequence[key], sequence > last, sequence - last > 1 {
                 let left = gapBudget[sender, default: BusMonitor.gapSenderMax]
@@ -248,16 +245,13 @@ public final class BusMonitor {
         if credentials.count >= BusMonitor.maxKept { credentials.removeAll() } // bounded, as the C core's per-sender tables
         let who = credentials[sender] ?? askCredentials(of: sender)
         credentials[sender] = who
-        var bucket = [CChar](repeating: 0, count: 32)
-        CNotify_bucket_interface(name, &bucket)
-        let ours = sequence != nil && interface == BusMonitor.decode(bucket)
+        let ours = sequence != nil && interface == NotifyCenter.bucketInterface(of: name)
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         var rejected: String?
-        var owner: UInt32 = 0
         if name.hasPrefix("self.") {
             rejected = "self"
-        } else if CNotify_name_restricted_uid(name, &owner) == 1 {
+        } else if case .uid(let owner) = NotifyCenter.restriction(of: name) {
             // As receivers judge it: by the bus's word on the sender while it is connected; a
             // sender already gone is proven only by a credential (a descriptor, 'h').
             let hasCredential = dbus_message_get_signature(message).map { String(cString: $0).contains("h") } ?? false
@@ -306,10 +300,6 @@ public final class BusMonitor {
             dbus_message_iter_next(&entries)
         }
         return (pid, uid)
-    }
-
-    private static func decode(_ buffer: [CChar]) -> String {
-        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     private static func text(_ error: DBusError) -> String {

@@ -46,15 +46,7 @@ extension Wormhole {
         }
         let message = WormholeMessage(identifier: identifier, envelope: decoded, sequence: nil)
         let envelope = Envelope(message, pid: 0)
-        switch transiting {
-        case .file, .coordinated:
-            // Last writer wins, by the time it was passed: an older copy never replaces a newer one.
-            if let current = try? files.read(identifier),
-               current.messageID == message.messageID || current.passedAt > message.passedAt { return nil }
-            try files.write(envelope, identifier: identifier)
-        case .queue:
-            try queue(identifier).append(envelope)
-        }
+        guard try store.mirror(envelope, message: message, identifier: identifier) else { return nil }
         try announce(identifier)
         return WormholeMessage(identifier: identifier, envelope: envelope, sequence: nil)
     }

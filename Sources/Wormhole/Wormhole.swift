@@ -17,6 +17,8 @@ public final class Wormhole: Sendable {
     /// `configuration`, with `syncToDisk` off on a RAM file system, where fsync has no disk to
     /// reach and only costs time.
     let storage: WormholeConfiguration
+    /// Where messages are kept, chosen from `transiting` once (MessageStore.swift).
+    let store: any MessageStore
 
     /// Opens the wormhole `directory` of a group container, creating its folders.
     /// - Parameters:
@@ -50,6 +52,9 @@ public final class Wormhole: Sendable {
         var storage = configuration
         if PosixFiles.isInMemory(layout.base) { storage.syncToDisk = false }
         self.storage = storage
+        store = transiting == .queue
+            ? QueueStore(layout: layout, configuration: storage)
+            : LatestMessageStore(files: MessageFiles(layout: layout, coordinated: transiting == .coordinated, configuration: storage))
     }
 
     /// The notification name that announces messages of `identifier` (docs/PROTOCOL.md).
@@ -61,9 +66,6 @@ public final class Wormhole: Sendable {
         MessageFiles(layout: layout, coordinated: transiting == .coordinated, configuration: storage)
     }
 
-    func queue(_ identifier: String) -> MessageQueue {
-        MessageQueue(layout: layout, identifier: identifier, configuration: storage)
-    }
 
     // MARK: Passing
 
@@ -103,11 +105,7 @@ public final class Wormhole: Sendable {
             throw WormholeError(.payloadTooLarge,
                 "payload for '\(identifier)' is \(payload.count) bytes, over the limit of \(configuration.maxPayloadBytes); nothing was written")
         }
-        let envelope = Envelope(kind: kind, payload: payload)
-        switch transiting {
-        case .file, .coordinated: try files.write(envelope, identifier: identifier)
-        case .queue: try queue(identifier).append(envelope)
-        }
+        try store.write(Envelope(kind: kind, payload: payload), identifier: identifier)
         try announce(identifier)
     }
 
@@ -126,10 +124,7 @@ public final class Wormhole: Sendable {
     /// - Throws: `.corruptMessage` (the file was quarantined), `.io`.
     public func message(_ identifier: String) throws(WormholeError) -> WormholeMessage? {
         try Names.validateIdentifier(identifier)
-        switch transiting {
-        case .file, .coordinated: return try files.read(identifier)
-        case .queue: return try queue(identifier).latest()
-        }
+        return try store.read(identifier)
     }
 
     /// The current message decoded as `T` (MMWormhole `messageWithIdentifier:`).
@@ -159,10 +154,7 @@ public final class Wormhole: Sendable {
     /// Removes the message(s) of `identifier` (MMWormhole `clearMessageContentsForIdentifier:`).
     public func clear(_ identifier: String) throws(WormholeError) {
         try Names.validateIdentifier(identifier)
-        switch transiting {
-        case .file, .coordinated: try files.clear(identifier)
-        case .queue: try queue(identifier).clear()
-        }
+        try store.clear(identifier)
     }
 
     /// Removes every message of this wormhole (MMWormhole `clearAllMessageContents`).
@@ -171,14 +163,7 @@ public final class Wormhole: Sendable {
     }
 
     /// Identifiers that have messages.
-    public func identifiers() throws(WormholeError) -> [String] {
-        switch transiting {
-        case .file, .coordinated:
-            return try files.identifiers()
-        case .queue:
-            return try PosixFiles.listDirectory(layout.queues).filter { (try? queue($0).currentState().count) ?? 0 > 0 }
-        }
-    }
+    public func identifiers() throws(WormholeError) -> [String] { try store.identifiers() }
 
     // MARK: Listening
 
@@ -226,15 +211,7 @@ public final class Wormhole: Sendable {
 
     private func makeSource(_ identifier: String, name: String?) throws(WormholeError) -> any MessageSource {
         try Names.validateIdentifier(identifier)
-        switch transiting {
-        case .file, .coordinated:
-            if let name {
-                throw WormholeError(.unsupported, "listener name '\(name)' needs queue transiting: file transiting keeps no cursors")
-            }
-            return LatestMessageSource(files: files, identifier: identifier)
-        case .queue:
-            return try QueueSource(queue: queue(identifier), listenerName: name)
-        }
+        return try store.source(identifier, name: name)
     }
 }
 

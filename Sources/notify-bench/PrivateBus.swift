@@ -1,3 +1,4 @@
+import DarwinNotify
 import Foundation
 
 /// A private dbus-daemon for one benchmark run, so nothing else on the machine shares its bus.
@@ -11,19 +12,8 @@ final class PrivateBus {
         directory = NSTemporaryDirectory() + "notify-bench-\(getpid())-\(UInt32.random(in: 0 ... .max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let config = directory + "/bus.conf"
-        try """
-        <busconfig>
-          <type>session</type>
-          <listen>unix:path=\(directory)/bus</listen>
-          <auth>EXTERNAL</auth>
-          <policy context="default">
-            <allow send_destination="*" eavesdrop="true"/>
-            <allow eavesdrop="true"/>
-            <allow own="*"/>
-          </policy>
-          <limit name="max_match_rules_per_connection">50000</limit>
-        </busconfig>
-        """.write(toFile: config, atomically: true, encoding: .utf8)
+        try EmbeddedBus.configuration(listen: "unix:path=\(directory)/bus", embeddedLimits: true)
+            .write(toFile: config, atomically: true, encoding: .utf8)
         let child = try Child("/usr/bin/dbus-daemon", ["--config-file=\(config)", "--nofork", "--print-address=1", "--nosyslog"])
         address = try child.readLine { $0.hasPrefix("unix:") }
         daemon = child.process

@@ -98,13 +98,17 @@ struct NotifyBridgeCommand: ParsableCommand {
             FileHandle.standardError.write(Data("notify-bridge: \(error)\n".utf8))
             throw ExitCode(64) // the command line itself is wrong
         }
+        // Before the start, whose first words ("connected", "retrying with backoff") tell a
+        // supervisor it may signal us: a SIGTERM between the two was ignored and lost (the
+        // disposition was SIG_IGN before the source listened), and the bridge ran on. Handlers run
+        // on the main queue, so from dispatchMain on, once the start is over.
+        Signals.install(bridge)
         do {
             try bridge.start()
         } catch {
             FileHandle.standardError.write(Data("notify-bridge: \(error)\n".utf8))
             throw ExitCode(1) // a right command that cannot run now (another bridge serves the bus, …)
         }
-        Signals.install(bridge)
         dispatchMain()
     }
 }

@@ -19,6 +19,26 @@ extension IntegrationSuites {
             }
         }
 
+        @Test("one post arriving twice (same origin, name and sequence, by two connections) is delivered once")
+        func duplicateByOriginDeliveredOnce() throws {
+            let observer = try ChildProcess("cnotify-probe", ["observe", "5", "dup.x", "dup.end"], environment: bus.environment)
+            try observer.waitForLine("ready")
+            let origin = "00112233445566778899aabbccddeeff"
+            func send(_ args: [String]) throws {
+                let r = try run("/usr/bin/dbus-send", ["--bus=\(bus.address)", "--type=signal", "/org/darwinnotify",
+                                                       "\(bucketInterface("dup.x")).Post", "string:dup.x"] + args)
+                #expect(r.status == 0, "\(r.err)")
+            }
+            try send(["uint64:5", "string:\(origin)"])
+            try send(["uint64:5", "string:\(origin)"]) // the same post again, from another connection: dropped
+            try send(["uint64:6", "string:\(origin)"])
+            try send(["uint64:5"])                      // no origin: keyed by its sender, delivered
+            try send(["uint64:5", "string:not-an-origin"]) // not an origin: as none, delivered
+            try notifyutilPost(["dup.end"], bus: bus) // the fifth delivery, if the duplicate was dropped
+            #expect(try observer.waitForExit() == 0)
+            #expect(observer.lines == ["ready", "dup.x", "dup.x", "dup.x", "dup.x", "dup.end"], "\(observer.lines)")
+        }
+
         @Test("a burst the socket could not take at once arrives in full with no later post and no flush")
         func burstBacklogIsWrittenByTheIOThread() throws {
             let sink = try ChildProcess("cnotify-probe", ["bench-sink", "backlog.x"], environment: bus.environment)

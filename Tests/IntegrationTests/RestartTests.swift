@@ -34,6 +34,28 @@ extension IntegrationSuites {
             #expect(elapsed < 1.0, "first delivery came \(elapsed) s after the bus returned")
         }
 
+        @Test("a center's numbering goes on across a bus restart: its origin owns it, not its connection")
+        func numberingSurvivesRestart() throws {
+            let center = try NotifyCenter(bus: bus.address)
+            try center.post("seq.keep")
+            try center.post("seq.keep")
+            try bus.kill()
+            try bus.start()
+            var posted = false
+            try repeatUntil(timeout: 20, interval: 0.02, "the center to post again after the restart", action: {
+                posted = (try? center.post("seq.back")) != nil
+            }, done: { posted })
+            let monitor = try ChildProcess("notifyutil", ["--monitor", "--json"], environment: bus.environment)
+            defer { monitor.kill() }
+            try repeatUntil("the monitor to see a sentinel", action: {
+                try notifyutilPost(["seq.sentinel"], bus: bus)
+            }, done: { monitor.stdout.contains("seq.sentinel") })
+            try center.post("seq.keep")
+            let line = try monitor.waitForLine(timeout: 20) { $0.contains("\"seq.keep\"") }
+            // The third post of the name by this center: 3, not 1 as on a fresh connection.
+            #expect(line.contains("\"seq\":3"), "\(line)")
+        }
+
         @Test("while the bus is down the Swift API throws serverNotFound; afterwards it posts again")
         func swiftAPIThrowsWhileDown() throws {
             let center = try NotifyCenter(bus: bus.address)

@@ -98,24 +98,24 @@ uint32_t CNotify_center_register_file_descriptor(CNotify_center *c, const char *
     return NOTIFY_STATUS_OK;
 }
 
-uint32_t notify_set_state(int token, uint64_t state) {
-    cn_clear_error();
+/* The state of a token's name, on the token's center: set when `set`, else read into *value. */
+static uint32_t token_state(int token, uint64_t *value, int set) {
     CN_RETURN_IF_FORKED();
     char name[CNOTIFY_NAME_MAX + 1];
     CNotify_center *c = NULL;
     uint32_t st = cn_token_name(token, name, sizeof name, &c);
     if (st != NOTIFY_STATUS_OK) return st;
-    return cn_state_set(c, name, state);
+    return set ? cn_state_set(c, name, *value) : cn_state_get(c, name, value);
+}
+
+uint32_t notify_set_state(int token, uint64_t state) {
+    cn_clear_error();
+    return token_state(token, &state, 1);
 }
 
 uint32_t notify_get_state(int token, uint64_t *state) {
     cn_clear_error();
     CN_RETURN_IF_NULL(state, "state");
-    CN_RETURN_IF_FORKED();
-    char name[CNOTIFY_NAME_MAX + 1];
-    CNotify_center *c = NULL;
-    uint32_t st = cn_token_name(token, name, sizeof name, &c);
-    if (st != NOTIFY_STATUS_OK) return st;
-    return cn_state_get(c, name, state);
+    return token_state(token, state, 0);
 }
 

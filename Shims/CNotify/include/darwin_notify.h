@@ -186,6 +186,13 @@ void CNotify_state_file_name(const char *name, char out[33]);
  *   CNotify_protocol_build_post_from: the same Post signed with `origin` (32 lowercase hex
  *     digits, docs/PROTOCOL.md "Origins"), as our library sends it.
  *   CNotify_protocol_post_origin: the origin a marshalled Post carries into `out`, "" if none. */
+/* The dbus-daemon configuration the embedded bus runs with, for any private bus (tests, benchmarks):
+ * `listen` its address, `type` its <type>, `pidfile` NULL for none, `policy` NULL for the embedded
+ * bus's (this user's processes may do everything) or the <policy> elements (and <include>s) to use,
+ * `limits` nonzero for the embedded bus's limits (50,000 match rules per connection), 0 for
+ * dbus-daemon's built-in ones. INVALID_REQUEST if `len` is too small. */
+uint32_t CNotify_bus_config(const char *listen, const char *type, const char *pidfile, const char *policy, int limits,
+                            char *out, size_t len);
 uint32_t CNotify_protocol_match_rule(const char *key, int is_namespace, char *out, size_t len);
 uint32_t CNotify_protocol_build_post(const char *name, uint64_t seq, char **out_bytes, int *out_len);
 uint32_t CNotify_protocol_build_post_from(const char *name, uint64_t seq, const char *origin, char **out_bytes,

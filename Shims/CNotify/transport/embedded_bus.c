@@ -67,30 +67,58 @@ static char *find_in_path(const char *prog) {
     return NULL;
 }
 
+/* The one dbus-daemon configuration of the project (the tests' and the benchmark's private buses
+ * ask for it too, through CNotify_bus_config). */
+static const char *const default_policy =
+    "  <policy context=\"default\">\n"
+    "    <allow send_destination=\"*\" eavesdrop=\"true\"/>\n"
+    "    <allow eavesdrop=\"true\"/>\n"
+    "    <allow own=\"*\"/>\n"
+    "  </policy>\n";
+static const char *const embedded_limits =
+    "  <limit name=\"max_match_rules_per_connection\">50000</limit>\n"
+    "  <limit name=\"max_connections_per_user\">4096</limit>\n"
+    "  <limit name=\"max_completed_connections\">4096</limit>\n";
+
+uint32_t CNotify_bus_config(const char *listen, const char *type, const char *pidfile, const char *policy, int limits,
+                            char *out, size_t len) {
+    cn_clear_error();
+    CN_RETURN_IF_NULL(listen, "listen address");
+    CN_RETURN_IF_NULL(type, "bus type");
+    CN_RETURN_IF_NULL(out, "output buffer");
+    char pid[PATH_MAX + 32] = "";
+    if (pidfile) snprintf(pid, sizeof pid, "  <pidfile>%s</pidfile>\n", pidfile);
+    int n = snprintf(out, len,
+        "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN\"\n"
+        " \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n"
+        "<busconfig>\n"
+        "  <type>%s</type>\n"
+        "  <listen>%s</listen>\n"
+        "  <auth>EXTERNAL</auth>\n"
+        "%s%s%s"
+        "</busconfig>\n", type, listen, pid, policy ? policy : default_policy, limits ? embedded_limits : "");
+    if (n < 0 || (size_t)n >= len) {
+        cn_set_error("the configuration is %d bytes; the buffer holds %zu", n, len);
+        return NOTIFY_STATUS_INVALID_REQUEST;
+    }
+    return NOTIFY_STATUS_OK;
+}
+
+/* The embedded bus: private to this user (its directory is 0700). */
 static int write_config(const char *dir, char *conf_path, size_t len) {
+    char listen[PATH_MAX + 16], pidfile[PATH_MAX + 16], text[4 * PATH_MAX];
+    snprintf(listen, sizeof listen, "unix:path=%s/bus", dir);
+    snprintf(pidfile, sizeof pidfile, "%s/bus.pid", dir);
+    if (CNotify_bus_config(listen, "darwin-notify", pidfile, NULL, 1, text, sizeof text) != NOTIFY_STATUS_OK) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     snprintf(conf_path, len, "%s/bus.conf", dir);
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s/bus.conf.%d", dir, (int)getpid());
     FILE *f = fopen(tmp, "we");
     if (!f) return -1;
-    fprintf(f,
-        "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN\"\n"
-        " \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n"
-        "<!-- The DarwinNotify embedded bus: private to this user (its directory is 0700). -->\n"
-        "<busconfig>\n"
-        "  <type>darwin-notify</type>\n"
-        "  <listen>unix:path=%s/bus</listen>\n"
-        "  <auth>EXTERNAL</auth>\n"
-        "  <pidfile>%s/bus.pid</pidfile>\n"
-        "  <policy context=\"default\">\n"
-        "    <allow send_destination=\"*\" eavesdrop=\"true\"/>\n"
-        "    <allow eavesdrop=\"true\"/>\n"
-        "    <allow own=\"*\"/>\n"
-        "  </policy>\n"
-        "  <limit name=\"max_match_rules_per_connection\">50000</limit>\n"
-        "  <limit name=\"max_connections_per_user\">4096</limit>\n"
-        "  <limit name=\"max_completed_connections\">4096</limit>\n"
-        "</busconfig>\n", dir, dir);
+    fputs(text, f);
     if (fclose(f) != 0 || rename(tmp, conf_path) != 0) { unlink(tmp); return -1; }
     return 0;
 }

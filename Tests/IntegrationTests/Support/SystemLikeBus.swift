@@ -1,3 +1,4 @@
+import DarwinNotify
 import Foundation
 import Synchronization
 
@@ -23,13 +24,8 @@ final class SystemLikeBus: Sendable {
         let policy = root + "/docs/dbus/org.darwinnotify.conf"
         guard FileManager.default.fileExists(atPath: policy) else { throw TestFailure("no policy file at \(policy)") }
         config = directory + "/system.conf"
-        try """
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig>
-          <type>system</type>
-          <listen>\(address)</listen>
-          <auth>EXTERNAL</auth>
+        // The system bus's stock policy (deny method calls, allow signals), then ours, installed.
+        try EmbeddedBus.configuration(listen: address, type: "system", policy: """
           <policy context="default">
             <allow user="*"/>
             <deny own="*"/>
@@ -43,8 +39,7 @@ final class SystemLikeBus: Sendable {
             <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus" send_member="Hello"/>
           </policy>
           <include>\(policy)</include>
-        </busconfig>
-        """.write(toFile: config, atomically: true, encoding: .utf8)
+        """).write(toFile: config, atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: directory + "/state", withIntermediateDirectories: false)
         chmod(directory + "/state", 0o1777)
         daemon = Mutex(try TestBus.startDaemon(config: config))

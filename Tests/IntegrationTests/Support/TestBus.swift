@@ -1,4 +1,5 @@
 import CNotify
+import DarwinNotify
 import Foundation
 import Synchronization
 
@@ -16,20 +17,9 @@ final class TestBus: Sendable {
         let socket = directory + "/bus"
         address = "unix:path=" + socket
         config = directory + "/bus.conf"
-        try """
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig>
-          <type>session</type>
-          <listen>\(address)</listen>
-          <auth>EXTERNAL</auth>
-          <policy context="default">
-            <allow send_destination="*" eavesdrop="true"/>
-            <allow eavesdrop="true"/>
-            <allow own="*"/>
-          </policy>
-        </busconfig>
-        """.write(toFile: config, atomically: true, encoding: .utf8)
+        // The embedded bus's configuration, with dbus-daemon's built-in limits (512 rules per
+        // connection: the catch-all test meets it).
+        try EmbeddedBus.configuration(listen: address).write(toFile: config, atomically: true, encoding: .utf8)
         try start()
     }
 

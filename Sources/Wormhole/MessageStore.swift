@@ -1,0 +1,77 @@
+// MessageStore.swift: where a wormhole keeps its messages, chosen once from its transiting:
+// the latest message per identifier (`file`, `coordinated`), or a lossless queue per identifier
+// (`queue`). Every operation that differs by transiting is a requirement here, so the wormhole
+// asks its store instead of switching on the transiting at each call.
+import SystemPackage
+
+protocol MessageStore: Sendable {
+    func write(_ envelope: Envelope, identifier: String) throws(WormholeError)
+    /// A mirrored copy: a latest-message store keeps it only if it is newer than what it holds.
+    /// Returns false when it was not kept.
+    func mirror(_ envelope: Envelope, message: WormholeMessage, identifier: String) throws(WormholeError) -> Bool
+    /// The current message (the newest, for a queue), nil if none.
+    func read(_ identifier: String) throws(WormholeError) -> WormholeMessage?
+    func clear(_ identifier: String) throws(WormholeError)
+    func identifiers() throws(WormholeError) -> [String]
+    /// What a listener of `identifier` reads from (`name`: a durable queue listener).
+    func source(_ identifier: String, name: String?) throws(WormholeError) -> any MessageSource
+}
+
+/// `file` and `coordinated` transiting: one file per identifier (MessageFiles.swift).
+struct LatestMessageStore: MessageStore {
+    let files: MessageFiles
+
+    func write(_ envelope: Envelope, identifier: String) throws(WormholeError) {
+        try files.write(envelope, identifier: identifier)
+    }
+
+    func mirror(_ envelope: Envelope, message: WormholeMessage, identifier: String) throws(WormholeError) -> Bool {
+        // Last writer wins, by the time it was passed: an older copy never replaces a newer one.
+        if let current = try? files.read(identifier),
+           current.messageID == message.messageID || current.passedAt > message.passedAt { return false }
+        try files.write(envelope, identifier: identifier)
+        return true
+    }
+
+    func read(_ identifier: String) throws(WormholeError) -> WormholeMessage? { try files.read(identifier) }
+
+    func clear(_ identifier: String) throws(WormholeError) { try files.clear(identifier) }
+
+    func identifiers() throws(WormholeError) -> [String] { try files.identifiers() }
+
+    func source(_ identifier: String, name: String?) throws(WormholeError) -> any MessageSource {
+        if let name {
+            throw WormholeError(.unsupported, "listener name '\(name)' needs queue transiting: file transiting keeps no cursors")
+        }
+        return LatestMessageSource(files: files, identifier: identifier)
+    }
+}
+
+/// `queue` transiting: a FIFO directory per identifier (MessageQueue.swift).
+struct QueueStore: MessageStore {
+    let layout: Layout
+    let configuration: WormholeConfiguration
+
+    func queue(_ identifier: String) -> MessageQueue {
+        MessageQueue(layout: layout, identifier: identifier, configuration: configuration)
+    }
+
+    func write(_ envelope: Envelope, identifier: String) throws(WormholeError) { try queue(identifier).append(envelope) }
+
+    func mirror(_ envelope: Envelope, message: WormholeMessage, identifier: String) throws(WormholeError) -> Bool {
+        try queue(identifier).append(envelope)
+        return true
+    }
+
+    func read(_ identifier: String) throws(WormholeError) -> WormholeMessage? { try queue(identifier).latest() }
+
+    func clear(_ identifier: String) throws(WormholeError) { try queue(identifier).clear() }
+
+    func identifiers() throws(WormholeError) -> [String] {
+        try PosixFiles.listDirectory(layout.queues).filter { (try? queue($0).currentState().count) ?? 0 > 0 }
+    }
+
+    func source(_ identifier: String, name: String?) throws(WormholeError) -> any MessageSource {
+        try QueueSource(queue: queue(identifier), listenerName: name)
+    }
+}
