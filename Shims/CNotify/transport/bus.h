@@ -112,7 +112,8 @@ void cn_link_publish(cn_bus *b, DBusConnection *conn); /* makes it current: gen 
 /* Takes the connection away (loop thread), signals every waiter of it, and closes it; returns it
  * for a last dispatch and unref, or NULL. */
 DBusConnection *cn_link_drop(cn_bus *b);
-int cn_link_view_get(cn_bus *b, cn_link_view *out); /* 1 while connected (unref view.conn), else 0 */
+/* 1 while connected (unref view.conn), else 0; the identity is copied only `with_identity`. */
+int cn_link_view_get(cn_bus *b, cn_link_view *out, int with_identity);
 uint64_t cn_link_gen(cn_bus *b);                    /* 0 while disconnected */
 int cn_link_bus_id(cn_bus *b, char out[CN_BUS_ID_LEN + 1]);
 const char *cn_link_address(cn_bus *b);
@@ -167,6 +168,7 @@ struct cn_bus {
     cn_bus_watches watches;
     cn_bus_rules rules;
     cn_map sender_uids;             /* bus_receive.c: unique name -> uid + 1 (loop thread; per connection) */
+    _Atomic int behind;             /* bus_send.c: the last send left more than CN_OUTGOING_MAX queued */
     /* bus_transport.c, loop thread only: */
     DBusConnection *loop_conn;
     int backoff_ms;

@@ -120,13 +120,15 @@ DBusConnection *cn_link_drop(cn_bus *b) {
     return conn;
 }
 
-int cn_link_view_get(cn_bus *b, cn_link_view *out) {
+int cn_link_view_get(cn_bus *b, cn_link_view *out, int with_identity) {
     pthread_mutex_lock(&b->link.lock);
     out->conn = b->link.conn ? dbus_connection_ref(b->link.conn) : NULL;
     out->gen = b->link.conn ? b->link.gen : 0;
-    memcpy(out->bus_id, b->link.bus_id, sizeof out->bus_id);
-    memcpy(out->unique_name, b->link.unique_name, sizeof out->unique_name);
     out->can_pass_fds = b->link.can_pass_fds;
+    if (with_identity) { /* only restricted posts need it: not copied for every post */
+        memcpy(out->bus_id, b->link.bus_id, sizeof out->bus_id);
+        memcpy(out->unique_name, b->link.unique_name, sizeof out->unique_name);
+    }
     pthread_mutex_unlock(&b->link.lock);
     return out->conn != NULL;
 }

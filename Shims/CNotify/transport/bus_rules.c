@@ -77,7 +77,7 @@ static void send_add_match(cn_bus *b, cn_rule_request *r) {
 
 cn_rule_request *cn_rules_add_begin(cn_bus *b, const char *key, int is_namespace, uint64_t gen) {
     cn_link_view view;
-    if (!cn_link_view_get(b, &view)) return NULL; /* disconnected: the reconnection adds it */
+    if (!cn_link_view_get(b, &view, 0)) return NULL; /* disconnected: the reconnection adds it */
     if (view.gen != gen) { dbus_connection_unref(view.conn); return NULL; } /* ditto */
     cn_rule_request *r = calloc(1, sizeof *r + CN_RULE_MAX + 64);
     if (!r) { dbus_connection_unref(view.conn); return NULL; }
@@ -180,7 +180,7 @@ uint32_t cn_rules_add_finish(cn_bus *b, cn_rule_request *r, const char *key) {
 
 void cn_rules_add_now(cn_bus *b, const char *key, int is_namespace, uint64_t gen) {
     cn_link_view view;
-    if (!cn_link_view_get(b, &view)) return;
+    if (!cn_link_view_get(b, &view, 0)) return;
     if (view.gen == gen) {
         char rule[CN_RULE_MAX + 64];
         rule_of(key, is_namespace, rule, sizeof rule);
@@ -194,7 +194,7 @@ void cn_rules_add_now(cn_bus *b, const char *key, int is_namespace, uint64_t gen
 
 void cn_rules_remove(cn_bus *b, const char *key, int is_namespace, uint64_t gen) {
     cn_link_view view;
-    if (!cn_link_view_get(b, &view)) return;
+    if (!cn_link_view_get(b, &view, 0)) return;
     if (view.gen == gen) { /* a rule of an older connection died with it */
         char rule[CN_RULE_MAX + 64];
         rule_of(key, is_namespace, rule, sizeof rule);

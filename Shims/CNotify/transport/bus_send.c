@@ -47,11 +47,14 @@ static uint32_t not_reachable(cn_bus *b) {
 }
 
 uint32_t cn_bus_ready(cn_bus *b) {
+    /* The common case costs one atomic load: the last send found the bus keeping up. */
+    if (!atomic_load_explicit(&b->behind, memory_order_acquire)) return NOTIFY_STATUS_OK;
     cn_link_view view;
-    if (!cn_link_view_get(b, &view)) return not_reachable(b);
+    if (!cn_link_view_get(b, &view, 0)) return not_reachable(b);
     int room = await_outgoing_room(b, view.conn);
     size_t unsent = room ? 0 : (size_t)dbus_connection_get_outgoing_size(view.conn);
     dbus_connection_unref(view.conn);
+    if (room) atomic_store_explicit(&b->behind, 0, memory_order_release);
     if (room) return NOTIFY_STATUS_OK;
     cn_set_error("the bus has not taken %zu bytes of earlier posts for %d s (is dbus-daemon stopped or "
                  "overloaded?); nothing more is posted meanwhile", unsent, CN_POST_STALL_MS / 1000);
@@ -60,7 +63,7 @@ uint32_t cn_bus_ready(cn_bus *b) {
 
 uint32_t cn_bus_send(cn_bus *b, const cn_outgoing_post *post) {
     cn_link_view view;
-    if (!cn_link_view_get(b, &view)) return not_reachable(b);
+    if (!cn_link_view_get(b, &view, post->restricted)) return not_reachable(b);
     DBusMessage *m = build_post(&view, post);
     int sent = 0;
     if (m) {
@@ -68,6 +71,9 @@ uint32_t cn_bus_send(cn_bus *b, const cn_outgoing_post *post) {
         sent = dbus_connection_send(view.conn, m, NULL);
         cn_gate_send_leave(b, view.conn);
         dbus_message_unref(m);
+        /* Behind: the next post waits for room first (cn_bus_ready), holding no lock. */
+        if (dbus_connection_get_outgoing_size(view.conn) > (long)CN_OUTGOING_MAX)
+            atomic_store_explicit(&b->behind, 1, memory_order_release);
     }
     dbus_connection_unref(view.conn);
     if (!m) return NOTIFY_STATUS_FAILED;
@@ -96,7 +102,7 @@ static int write_out(cn_bus *b, DBusConnection *conn, int timeout_ms, int *conne
 uint32_t cn_bus_flush(cn_bus *b, int timeout_ms) {
     if (!atomic_load(&b->started)) return NOTIFY_STATUS_OK; /* nothing was ever sent */
     cn_link_view view;
-    if (!cn_link_view_get(b, &view)) {
+    if (!cn_link_view_get(b, &view, 0)) {
         cn_set_error("no bus is reachable: posts could not be written");
         return NOTIFY_STATUS_SERVER_NOT_FOUND;
     }

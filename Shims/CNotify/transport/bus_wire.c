@@ -15,9 +15,15 @@ DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, co
     cn_bucket_interface(name, iface);
     DBusMessage *m = dbus_message_new_signal(CN_PATH, iface, CN_MEMBER);
     dbus_uint64_t wire_seq = seq;
-    int ok = m && dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &wire_seq, DBUS_TYPE_INVALID);
-    if (ok && credential_fd >= 0) ok = dbus_message_append_args(m, DBUS_TYPE_UNIX_FD, &credential_fd, DBUS_TYPE_INVALID);
-    if (ok && origin) ok = dbus_message_append_args(m, DBUS_TYPE_STRING, &origin, DBUS_TYPE_INVALID);
+    int ok;
+    if (credential_fd < 0 && origin) /* the common post: one call */
+        ok = m && dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &wire_seq, DBUS_TYPE_STRING,
+                                           &origin, DBUS_TYPE_INVALID);
+    else {
+        ok = m && dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &wire_seq, DBUS_TYPE_INVALID);
+        if (ok && credential_fd >= 0) ok = dbus_message_append_args(m, DBUS_TYPE_UNIX_FD, &credential_fd, DBUS_TYPE_INVALID);
+        if (ok && origin) ok = dbus_message_append_args(m, DBUS_TYPE_STRING, &origin, DBUS_TYPE_INVALID);
+    }
     if (!ok) {
         if (m) dbus_message_unref(m);
         cn_set_error("out of memory while building the post of %s", name);
