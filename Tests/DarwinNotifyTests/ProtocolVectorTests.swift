@@ -68,19 +68,20 @@ struct ProtocolVectorTests {
                 #expect(String(cString: out) == row.value, "\(row)")
             case "post body with an origin":
                 // "<name> <sequence> <origin>": the Post our library sends carries the origin as its
-                // third argument (signature `sts`), and a receiver reads it back.
+                // third argument (signature `stt`), and a receiver reads it back.
                 let parts = input.split(separator: " ").map(String.init)
                 try #require(parts.count == 3, "\(row)")
                 var bytes: UnsafeMutablePointer<CChar>?
                 var length: Int32 = 0
-                #expect(CNotify_protocol_build_post_from(parts[0], UInt64(parts[1])!, parts[2], &bytes, &length) == 0,
+                let originValue = try #require(UInt64(parts[2].dropFirst(2), radix: 16))
+                #expect(CNotify_protocol_build_post_from(parts[0], UInt64(parts[1])!, originValue, &bytes, &length) == 0,
                         "\(String(cString: CNotify_last_error()))")
                 let data = Data(bytes: try #require(bytes), count: Int(length))
                 let signature = Data([UInt8(row.value.utf8.count)] + Array(row.value.utf8) + [0])
                 #expect(data.range(of: signature) != nil, "the marshalled post has signature \(row.value)")
-                var origin = [CChar](repeating: 0, count: 33)
+                var origin: UInt64 = 0
                 #expect(CNotify_protocol_post_origin(bytes, length, &origin) == 0)
-                #expect(String(cString: origin) == parts[2])
+                #expect(origin == originValue)
                 var name = [CChar](repeating: 0, count: 600)
                 var seq: UInt64 = 0
                 var hasSeq: Int32 = 0

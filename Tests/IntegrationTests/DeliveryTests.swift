@@ -23,15 +23,15 @@ extension IntegrationSuites {
         func duplicateByOriginDeliveredOnce() throws {
             let observer = try ChildProcess("cnotify-probe", ["observe", "5", "dup.x", "dup.end"], environment: bus.environment)
             try observer.waitForLine("ready")
-            let origin = "00112233445566778899aabbccddeeff"
+            let origin = "1311768467294899696" // 0x1234567890abcdf0
             func send(_ args: [String]) throws {
                 let r = try run("/usr/bin/dbus-send", ["--bus=\(bus.address)", "--type=signal", "/org/darwinnotify",
                                                        "\(bucketInterface("dup.x")).Post", "string:dup.x"] + args)
                 #expect(r.status == 0, "\(r.err)")
             }
-            try send(["uint64:5", "string:\(origin)"])
-            try send(["uint64:5", "string:\(origin)"]) // the same post again, from another connection: dropped
-            try send(["uint64:6", "string:\(origin)"])
+            try send(["uint64:5", "uint64:\(origin)"])
+            try send(["uint64:5", "uint64:\(origin)"]) // the same post again, from another connection: dropped
+            try send(["uint64:6", "uint64:\(origin)"])
             try send(["uint64:5"])                      // no origin: keyed by its sender, delivered
             try send(["uint64:5", "string:not-an-origin"]) // not an origin: as none, delivered
             try notifyutilPost(["dup.end"], bus: bus) // the fifth delivery, if the duplicate was dropped

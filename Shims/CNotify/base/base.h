@@ -163,7 +163,6 @@ uint32_t cn_validate_namespace(const char *ns);
 #define CN_CATCHALL_RULE "type='signal',path='" CN_PATH "',member='" CN_MEMBER "'"
 #define CN_RULE_MAX 1024   /* DBUS_MAXIMUM_MATCH_RULE_LENGTH */
 #define CN_BUS_ID_LEN 32   /* a bus id (GetId): 32 hex digits */
-#define CN_ORIGIN_LEN 32   /* an origin: 32 lowercase hex digits (128 random bits) */
 /* A post may add at most this many to `gaps` (a forged or restarted sequence must not count
  * 2^64 losses); a jump back is a new numbering, not a loss. */
 #define CN_GAP_JUMP_MAX (1u << 20)
@@ -181,9 +180,8 @@ size_t cn_namespace_rule_prefix(const char *ns);
 /* The next sequence number of `name` in `counts` (name -> last number): 1, 2, ...; 0 when out of
  * memory (sent unnumbered). The table is bounded: a receiver reads a restart at 1 as a reset. */
 uint64_t cn_post_next_seq(cn_map *counts, const char *name);
-/* A new origin (PROTOCOL.md "Origins"): 32 lowercase hex digits from the kernel's random bytes. */
-int cn_origin_new(char out[CN_ORIGIN_LEN + 1]);
-int cn_origin_valid(const char *origin);
+/* A new origin (PROTOCOL.md "Origins"): 64 random bits from the kernel, never 0 (0 is "none"). */
+int cn_origin_new(uint64_t *out);
 
 /* ---- credentials.c: a poster's uid that outlives the poster ---- */
 /* A new credential for one post (an fd to append and close), or -1 with the error set. */

@@ -96,23 +96,11 @@ uint64_t cn_post_next_seq(cn_map *counts, const char *name) {
 
 /* ---- PROTOCOL.md "Origins": who posted, whatever the connection ---- */
 
-int cn_origin_new(char out[CN_ORIGIN_LEN + 1]) {
-    static const char hex[] = "0123456789abcdef";
-    unsigned char bytes[CN_ORIGIN_LEN / 2];
-    if (getrandom(bytes, sizeof bytes, 0) != (ssize_t)sizeof bytes) return -1;
-    for (size_t i = 0; i < sizeof bytes; i++) {
-        out[2 * i] = hex[bytes[i] >> 4];
-        out[2 * i + 1] = hex[bytes[i] & 0xf];
-    }
-    out[CN_ORIGIN_LEN] = '\0';
+int cn_origin_new(uint64_t *out) {
+    do {
+        if (getrandom(out, sizeof *out, 0) != (ssize_t)sizeof *out) return -1;
+    } while (*out == 0);
     return 0;
-}
-
-int cn_origin_valid(const char *origin) {
-    size_t n = 0;
-    for (; origin[n]; n++)
-        if (!((origin[n] >= '0' && origin[n] <= '9') || (origin[n] >= 'a' && origin[n] <= 'f'))) return 0;
-    return n == CN_ORIGIN_LEN;
 }
 
 /* ---- PROTOCOL.md "State files": the file name of a name ---- */

@@ -136,14 +136,14 @@ typedef struct cn_outbox {
     pthread_mutex_t lock;           /* post_counts: short, never across a send */
     pthread_mutex_t restricted_lock;/* restricted posts leave in the order of their numbers */
     cn_map post_counts;             /* name -> posts so far by this origin (the sequence) */
-    char origin[CN_ORIGIN_LEN + 1]; /* who we are, whatever connection carries our posts */
-    char previous_origin[CN_ORIGIN_LEN + 1]; /* the one before (posts of it may still arrive) */
+    uint64_t origin;                /* who we are, whatever connection carries our posts */
+    uint64_t previous_origin;       /* the one before (posts of it may still arrive) */
 } cn_outbox;
 void cn_outbox_init(cn_outbox *o);
 void cn_outbox_free(cn_outbox *o);
 int cn_outbox_set_origin(cn_outbox *o);              /* 0, or -1 with no randomness */
 uint32_t cn_outbox_post(CNotify_center *c, const char *name, int restricted);
-int cn_outbox_is_ours(cn_outbox *o, const char *origin);
+int cn_outbox_is_ours(cn_outbox *o, uint64_t origin);
 
 /* ---- state.c: the values of names ---- */
 typedef struct cn_state_store {

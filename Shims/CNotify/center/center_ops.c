@@ -70,6 +70,6 @@ uint32_t cn_center_current_post(CNotify_center *c, CNotify_post_info *out) {
     out->sequence = post->seq;
     out->has_sequence = post->has_seq;
     /* Ours whatever connection carried it: by origin, which survives reconnections. */
-    out->from_this_center = !post->sender || (post->origin && cn_outbox_is_ours(&c->outbox, post->origin));
+    out->from_this_center = !post->sender || cn_outbox_is_ours(&c->outbox, post->origin);
     return NOTIFY_STATUS_OK;
 }

@@ -109,7 +109,7 @@ static cn_queued_post *self_pop(cn_delivery *d) {
 static void deliver_self_queue_locked(CNotify_center *c) {
     CN_ASSERT_HELD(&c->delivery.lock);
     for (cn_queued_post *p; (p = self_pop(&c->delivery));) {
-        cn_received_post post = { p->name, NULL, NULL, 0, 0 };
+        cn_received_post post = { p->name, NULL, 0, 0, 0 };
         deliver_locked(c, &post);
         free(p);
     }

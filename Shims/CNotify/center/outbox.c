@@ -25,28 +25,25 @@ void cn_outbox_free(cn_outbox *o) {
     pthread_mutex_destroy(&o->restricted_lock);
 }
 
-int cn_outbox_set_origin(cn_outbox *o) { return cn_origin_new(o->origin); }
+int cn_outbox_set_origin(cn_outbox *o) { return cn_origin_new(&o->origin); }
 
 /* Past CN_MAP_BOUND names the counts are dropped, and with them the origin: numbers of one origin
  * only ever go up, so a receiver can read a repeated number as a repeated post. */
 static void bound_counts_locked(cn_outbox *o) {
     CN_ASSERT_HELD(&o->lock);
     if (o->post_counts.count <= CN_MAP_BOUND) return;
-    char fresh[CN_ORIGIN_LEN + 1];
-    if (cn_origin_new(fresh) != 0) return; /* no randomness now: keep counting */
+    uint64_t fresh;
+    if (cn_origin_new(&fresh) != 0) return; /* no randomness now: keep counting */
     cn_map_clear(&o->post_counts, NULL);
-    memcpy(o->previous_origin, o->origin, sizeof o->origin);
-    memcpy(o->origin, fresh, sizeof fresh);
+    o->previous_origin = o->origin;
+    o->origin = fresh;
 }
 
 static uint32_t number_and_send(CNotify_center *c, const char *name, int restricted) {
     cn_outbox *o = &c->outbox;
     pthread_mutex_lock(&o->lock);
     bound_counts_locked(o);
-    cn_outgoing_post post = { name, cn_post_next_seq(&o->post_counts, name), NULL, restricted };
-    char origin[CN_ORIGIN_LEN + 1];
-    memcpy(origin, o->origin, sizeof origin);
-    post.origin = origin;
+    cn_outgoing_post post = { name, cn_post_next_seq(&o->post_counts, name), o->origin, restricted };
     if (!restricted) { /* the send never waits: room was awaited before (cn_outbox_post) */
         uint32_t st = c->transport->ops->send(c->transport, &post);
         pthread_mutex_unlock(&o->lock);
@@ -66,9 +63,9 @@ uint32_t cn_outbox_post(CNotify_center *c, const char *name, int restricted) {
     return st;
 }
 
-int cn_outbox_is_ours(cn_outbox *o, const char *origin) {
+int cn_outbox_is_ours(cn_outbox *o, uint64_t origin) {
     pthread_mutex_lock(&o->lock);
-    int ours = strcmp(origin, o->origin) == 0 || strcmp(origin, o->previous_origin) == 0;
+    int ours = origin && (origin == o->origin || origin == o->previous_origin);
     pthread_mutex_unlock(&o->lock);
     return ours;
 }

@@ -28,10 +28,20 @@ static uint64_t take_gap_budget(cn_received *r, const char *sender, uint64_t los
     return take;
 }
 
+/* 16 lowercase hex digits, by hand: this runs for every post (a sender's name starts with ':',
+ * so an origin's key never meets a sender's). */
+static const char *hex64(uint64_t v, char out[17]) {
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 15; i >= 0; i--, v >>= 4) out[i] = digits[v & 0xf];
+    out[16] = '\0';
+    return out;
+}
+
 cn_post_verdict cn_received_note(cn_received *r, const cn_received_post *post, uint64_t *gaps) {
     *gaps = 0;
-    const char *who = post->origin ? post->origin : post->sender;
-    if (!post->has_seq || !who || !post->sender) return CN_POST_FRESH;
+    if (!post->has_seq || !post->sender) return CN_POST_FRESH;
+    char origin[17];
+    const char *who = post->origin ? hex64(post->origin, origin) : post->sender;
     char key[CNOTIFY_NAME_MAX + 256 + 2];
     size_t lw = strlen(who), ln = strlen(post->name);
     if (lw + ln + 2 > sizeof key) return CN_POST_FRESH;

@@ -183,9 +183,9 @@ void CNotify_state_file_name(const char *name, char out[33]);
  *   CNotify_protocol_parse_post: reads marshalled bytes as a receiver does: INVALID_REQUEST (with
  *     a sentence) for anything that is not a Post, else the name and, if it carries one, the
  *     sequence number.
- *   CNotify_protocol_build_post_from: the same Post signed with `origin` (32 lowercase hex
- *     digits, docs/PROTOCOL.md "Origins"), as our library sends it.
- *   CNotify_protocol_post_origin: the origin a marshalled Post carries into `out`, "" if none. */
+ *   CNotify_protocol_build_post_from: the same Post signed with `origin` (64 bits, never 0:
+ *     docs/PROTOCOL.md "Origins"), as our library sends it.
+ *   CNotify_protocol_post_origin: the origin a marshalled Post carries into *out, 0 if none. */
 /* The dbus-daemon configuration the embedded bus runs with, for any private bus (tests, benchmarks):
  * `listen` its address, `type` its <type>, `pidfile` NULL for none, `policy` NULL for the embedded
  * bus's (this user's processes may do everything) or the <policy> elements (and <include>s) to use,
@@ -195,9 +195,9 @@ uint32_t CNotify_bus_config(const char *listen, const char *type, const char *pi
                             char *out, size_t len);
 uint32_t CNotify_protocol_match_rule(const char *key, int is_namespace, char *out, size_t len);
 uint32_t CNotify_protocol_build_post(const char *name, uint64_t seq, char **out_bytes, int *out_len);
-uint32_t CNotify_protocol_build_post_from(const char *name, uint64_t seq, const char *origin, char **out_bytes,
+uint32_t CNotify_protocol_build_post_from(const char *name, uint64_t seq, uint64_t origin, char **out_bytes,
                                           int *out_len);
-uint32_t CNotify_protocol_post_origin(const char *bytes, int len, char out[33]);
+uint32_t CNotify_protocol_post_origin(const char *bytes, int len, uint64_t *out);
 uint32_t CNotify_protocol_parse_post(const char *bytes, int len, char *out_name, size_t name_len, uint64_t *out_seq,
                                      int *out_has_seq);
 void CNotify_protocol_free(void *bytes);

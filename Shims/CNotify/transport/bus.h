@@ -29,14 +29,14 @@ uint32_t cn_embedded_paths(char *dir, size_t dlen, char *sock, size_t slen, int 
 /* ---- bus_wire.c: the Post message (PROTOCOL.md "The signal") ---- */
 typedef struct cn_wire_post {
     const char *name;           /* point into the message */
-    const char *origin;         /* NULL when absent or not an origin */
+    uint64_t origin;            /* 0 when absent */
     uint64_t seq;
     int has_seq;
     int credential_fd;          /* -1 unless a unix fd followed the sequence (a duplicate the caller closes) */
 } cn_wire_post;
-/* The Post of `name` numbered `seq` from `origin` (NULL: none), with `credential_fd` appended when
+/* The Post of `name` numbered `seq` from `origin` (0: none), with `credential_fd` appended when
  * >= 0 (libdbus keeps a duplicate). NULL when out of memory, with the error set. */
-DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, const char *origin);
+DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, uint64_t origin);
 typedef enum { CN_WIRE_NOT_OURS, CN_WIRE_MALFORMED, CN_WIRE_POST } cn_wire_result;
 cn_wire_result cn_wire_parse(DBusMessage *msg, cn_wire_post *out);
 

@@ -2,7 +2,7 @@
  * bus_wire.c: the Post signal of docs/PROTOCOL.md ("The signal"): built for sending, parsed on
  * receipt, and both offered to other implementations through CNotify_protocol_build_post and
  * CNotify_protocol_parse_post. Body: `s name`, `t sequence`, for a user.uid.N name `h credential`,
- * then `s origin`; a receiver reads what is there and ignores what it does not know.
+ * then `t origin`; a receiver reads what is there and ignores what it does not know.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,19 +10,19 @@
 #include <unistd.h>
 #include "bus.h"
 
-DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, const char *origin) {
+DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, uint64_t origin) {
     char iface[CN_BUCKET_INTERFACE_LEN];
     cn_bucket_interface(name, iface);
     DBusMessage *m = dbus_message_new_signal(CN_PATH, iface, CN_MEMBER);
-    dbus_uint64_t wire_seq = seq;
+    dbus_uint64_t wire_seq = seq, wire_origin = origin;
     int ok;
     if (credential_fd < 0 && origin) /* the common post: one call */
-        ok = m && dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &wire_seq, DBUS_TYPE_STRING,
-                                           &origin, DBUS_TYPE_INVALID);
+        ok = m && dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &wire_seq, DBUS_TYPE_UINT64,
+                                           &wire_origin, DBUS_TYPE_INVALID);
     else {
         ok = m && dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_UINT64, &wire_seq, DBUS_TYPE_INVALID);
         if (ok && credential_fd >= 0) ok = dbus_message_append_args(m, DBUS_TYPE_UNIX_FD, &credential_fd, DBUS_TYPE_INVALID);
-        if (ok && origin) ok = dbus_message_append_args(m, DBUS_TYPE_STRING, &origin, DBUS_TYPE_INVALID);
+        if (ok && origin) ok = dbus_message_append_args(m, DBUS_TYPE_UINT64, &wire_origin, DBUS_TYPE_INVALID);
     }
     if (!ok) {
         if (m) dbus_message_unref(m);
@@ -40,7 +40,7 @@ static int is_post(DBusMessage *msg) {
     return iface && (strcmp(iface, CN_INTERFACE) == 0 || strncmp(iface, CN_BUCKET_PREFIX, strlen(CN_BUCKET_PREFIX)) == 0);
 }
 
-/* After the name: `t` sequence, then an optional `h` credential, then an optional `s` origin. */
+/* After the name: `t` sequence, then an optional `h` credential, then an optional `t` origin. */
 static void parse_after_name(DBusMessageIter *it, cn_wire_post *out) {
     if (!dbus_message_iter_next(it) || dbus_message_iter_get_arg_type(it) != DBUS_TYPE_UINT64) return;
     dbus_uint64_t v;
@@ -52,10 +52,10 @@ static void parse_after_name(DBusMessageIter *it, cn_wire_post *out) {
         dbus_message_iter_get_basic(it, &out->credential_fd); /* a duplicate that we own */
         if (!dbus_message_iter_next(it)) return;
     }
-    if (dbus_message_iter_get_arg_type(it) == DBUS_TYPE_STRING) {
-        const char *origin;
+    if (dbus_message_iter_get_arg_type(it) == DBUS_TYPE_UINT64) {
+        dbus_uint64_t origin;
         dbus_message_iter_get_basic(it, &origin);
-        if (cn_origin_valid(origin)) out->origin = origin; /* anything else: no origin */
+        out->origin = origin; /* 0: none */
     }
 }
 
@@ -63,7 +63,7 @@ cn_wire_result cn_wire_parse(DBusMessage *msg, cn_wire_post *out) {
     if (!is_post(msg)) return CN_WIRE_NOT_OURS;
     DBusMessageIter it;
     if (!dbus_message_iter_init(msg, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_STRING) return CN_WIRE_MALFORMED;
-    *out = (cn_wire_post){ NULL, NULL, 0, 0, -1 };
+    *out = (cn_wire_post){ NULL, 0, 0, 0, -1 };
     dbus_message_iter_get_basic(&it, &out->name);
     size_t len = strlen(out->name);
     if (len == 0 || len > CNOTIFY_NAME_MAX) return CN_WIRE_MALFORMED;
@@ -71,15 +71,11 @@ cn_wire_result cn_wire_parse(DBusMessage *msg, cn_wire_post *out) {
     return CN_WIRE_POST;
 }
 
-static uint32_t marshal_post(const char *name, uint64_t seq, const char *origin, char **out_bytes, int *out_len) {
+static uint32_t marshal_post(const char *name, uint64_t seq, uint64_t origin, char **out_bytes, int *out_len) {
     CN_RETURN_IF_NULL(out_bytes, "output pointer");
     CN_RETURN_IF_NULL(out_len, "length pointer");
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
-    if (origin && !cn_origin_valid(origin)) {
-        cn_set_error("an origin is 32 lowercase hex digits");
-        return NOTIFY_STATUS_INVALID_REQUEST;
-    }
     DBusMessage *m = cn_wire_build(name, seq, -1, origin);
     if (!m) return NOTIFY_STATUS_FAILED;
     dbus_message_set_serial(m, 1); /* a message is marshalled only once it has a serial */
@@ -128,20 +124,20 @@ uint32_t CNotify_protocol_parse_post(const char *bytes, int len, char *out_name,
 
 uint32_t CNotify_protocol_build_post(const char *name, uint64_t seq, char **out_bytes, int *out_len) {
     cn_clear_error();
-    return marshal_post(name, seq, NULL, out_bytes, out_len);
+    return marshal_post(name, seq, 0, out_bytes, out_len);
 }
 
-uint32_t CNotify_protocol_build_post_from(const char *name, uint64_t seq, const char *origin, char **out_bytes,
+uint32_t CNotify_protocol_build_post_from(const char *name, uint64_t seq, uint64_t origin, char **out_bytes,
                                           int *out_len) {
     cn_clear_error();
-    CN_RETURN_IF_NULL(origin, "origin");
+    if (origin == 0) { cn_set_error("an origin is never 0 (0 means none)"); return NOTIFY_STATUS_INVALID_REQUEST; }
     return marshal_post(name, seq, origin, out_bytes, out_len);
 }
 
-uint32_t CNotify_protocol_post_origin(const char *bytes, int len, char out[33]) {
+uint32_t CNotify_protocol_post_origin(const char *bytes, int len, uint64_t *out) {
     cn_clear_error();
     CN_RETURN_IF_NULL(bytes, "message bytes");
-    CN_RETURN_IF_NULL(out, "origin buffer");
+    CN_RETURN_IF_NULL(out, "origin pointer");
     DBusMessage *m = dbus_message_demarshal(bytes, len, NULL);
     cn_wire_post post;
     if (!m || cn_wire_parse(m, &post) != CN_WIRE_POST) {
@@ -150,7 +146,7 @@ uint32_t CNotify_protocol_post_origin(const char *bytes, int len, char out[33]) 
         return NOTIFY_STATUS_INVALID_REQUEST;
     }
     if (post.credential_fd >= 0) close(post.credential_fd);
-    memcpy(out, post.origin ? post.origin : "", post.origin ? CN_ORIGIN_LEN + 1 : 1);
+    *out = post.origin;
     dbus_message_unref(m);
     return NOTIFY_STATUS_OK;
 }

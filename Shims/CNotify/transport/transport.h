@@ -15,7 +15,7 @@
 typedef struct cn_received_post {
     const char *name;
     const char *sender;         /* the transport's name of the poster (a bus unique name); NULL if unknown */
-    const char *origin;         /* the poster's origin (PROTOCOL.md "Origins"); NULL when it carried none */
+    uint64_t origin;            /* the poster's origin (PROTOCOL.md "Origins"); 0 when it carried none */
     uint64_t seq;
     int has_seq;
 } cn_received_post;
@@ -24,7 +24,7 @@ typedef struct cn_received_post {
 typedef struct cn_outgoing_post {
     const char *name;
     uint64_t seq;
-    const char *origin;
+    uint64_t origin;
     int restricted;             /* a user.uid.N name: the transport proves the poster's uid to receivers */
 } cn_outgoing_post;
 
