@@ -9,7 +9,8 @@ int cn_socket_answers(const char *path) {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return 0;
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    strncpy(sa.sun_path, path, sizeof sa.sun_path - 1);
+    if (strlen(path) >= sizeof sa.sun_path) { close(fd); return 0; } /* no socket has so long a path */
+    memcpy(sa.sun_path, path, strlen(path) + 1);
     int ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
     close(fd);
     return ok;

@@ -29,7 +29,8 @@ static void describe_listener(const char *path, char *out, size_t len) {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return;
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    strncpy(sa.sun_path, path, sizeof sa.sun_path - 1);
+    if (strlen(path) >= sizeof sa.sun_path) { close(fd); return; } /* cannot be a socket's path */
+    memcpy(sa.sun_path, path, strlen(path) + 1);
     struct ucred cred;
     socklen_t clen = sizeof cred;
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 && cred.pid > 0) {
@@ -113,9 +114,9 @@ static int write_config(const char *dir, char *conf_path, size_t len) {
         errno = ENAMETOOLONG;
         return -1;
     }
-    snprintf(conf_path, len, "%s/bus.conf", dir);
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s/bus.conf.%d", dir, (int)getpid());
+    char tmp[PATH_MAX + 32];
+    int n = snprintf(conf_path, len, "%s/bus.conf", dir), m = snprintf(tmp, sizeof tmp, "%s/bus.conf.%d", dir, (int)getpid());
+    if (n < 0 || (size_t)n >= len || m < 0 || (size_t)m >= sizeof tmp) { errno = ENAMETOOLONG; return -1; }
     FILE *f = fopen(tmp, "we");
     if (!f) return -1;
     fputs(text, f);
