@@ -99,22 +99,15 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     private let unacknowledged = Atomic<Int>(0)
     private let counters = Mutex(BridgeCounters())
     private let dedupe = Mutex(Deduplicator())
-    /// The last state value of each name the bridge published or set, so a change it made
-    /// itself, seen again by the state watcher, is not published back.
-    private let knownStates = Mutex<[String: UInt64]>([:])
-    /// Our own state publications the broker has not handed back yet, per name (for names we
-    /// both export and import). The broker hands every subscriber one topic's messages in the
-    /// order it received them, so a remote state that arrives before our own echo was received
-    /// *before* ours: ours, later, wins there, and must win here too (docs/BRIDGE.md, "State").
-    /// Each entry remembers when it was made: an echo that never comes (a lost connection) stops
-    /// holding remote states back after `echoWait`.
-    private let unechoedStates = Mutex<[String: (count: Int, since: UInt64)]>([:])
-    private static let echoWait: UInt64 = 10_000_000_000
+    /// What the bridge knows of each state it carries (`StateBook`), under one lock: a local
+    /// change is compared, recorded, tracked and published in one step, and a remote one is
+    /// checked against our own publications and recorded in one step. Two steps with a gap
+    /// between let a remote value slip in after we recorded ours but before we tracked it: the
+    /// host then kept the remote value while the broker kept ours (BridgeTests.stateConverges).
+    private let stateBook = Mutex(StateBook())
     /// Set once the bridge was connected: a later connection with no session means the broker
     /// lost everything (a restart without persistence), retained states included.
     private let everConnected = Atomic<Bool>(false)
-    /// The names whose state was imported (bounded by `stateLimit`).
-    private let importedStateNames = Mutex<Set<String>>([])
     private let connected = Atomic<Bool>(false)
     private let stopping = Atomic<Bool>(false)
 
@@ -220,51 +213,36 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     }
 
     /// Publishes the state of `name` (retained) when it differs from the last one known. A
-    /// name never seen with a state other than 0 has nothing to say.
+    /// name never seen with a state other than 0 has nothing to say. Another thread (the
+    /// watcher, a post's delivery, an import) may change the file between our read and our
+    /// publication: so the value is read again after, and a different one is handled in turn,
+    /// until what we last handled is what the file holds.
     private func localStateChanged(_ name: String, quiet: Bool = false) {
         guard isExported(name), mayCarry(name, direction: "export", quiet: quiet) else { return }
-        guard let value = try? center.state(of: name) else { return }
-        let changed = knownStates.withLock { known in
-            if known[name] == value || (known[name] == nil && value == 0) { return false }
-            known[name] = value
-            return true
-        }
-        guard changed else { return }
-        publishState(name, value)
-    }
-
-    private func publishState(_ name: String, _ value: UInt64) {
-        // Counted before the publish: the echo may come back before publish returns.
         let tracked = isImported(name)
-        if tracked {
+        guard var value = try? center.state(of: name) else { return }
+        // Bounded: a writer that never stops is met again by the watcher, one event per write.
+        for _ in 0 ..< 4 {
+            publishStateIfChanged(name, value, tracked: tracked)
+            guard let now = try? center.state(of: name), now != value else { return }
+            value = now
+        }
+    }
+
+    /// Compares, records, tracks and publishes under the book's lock, so publications of one
+    /// name leave in the order they were recorded. The publish only queues for the MQTT
+    /// thread: nothing under this lock waits for the broker.
+    private func publishStateIfChanged(_ name: String, _ value: UInt64, tracked: Bool, always: Bool = false) {
+        stateBook.withLock { book in
             let now = DispatchTime.now().uptimeNanoseconds
-            unechoedStates.withLock { $0[name] = (($0[name]?.count ?? 0) + 1, now) }
-        }
-        if publish(topic: TopicCodec.stateTopic(name), body: .state(value), retain: true) {
-            counters.withLock { $0.statesExported += 1 }
-        } else if tracked {
-            ownStateEchoed(name) // dropped: no echo will come for it
-        }
-    }
-
-    /// Whether a remote state of `name` arrived before our own last publication of it, in the
-    /// broker's order (so ours wins), and must be ignored.
-    private func supersededByOwnState(_ name: String) -> Bool {
-        let now = DispatchTime.now().uptimeNanoseconds
-        return unechoedStates.withLock { table in
-            guard let entry = table[name] else { return false }
-            if now - entry.since > Bridge.echoWait { table[name] = nil; return false }
-            return true
+            guard book.recordLocal(name, value, tracked: tracked, now: now, always: always) else { return }
+            if publish(topic: TopicCodec.stateTopic(name), body: .state(value), retain: true) {
+                counters.withLock { $0.statesExported += 1 }
+            } else if tracked {
+                book.echoed(name) // dropped: no echo will come for it
+            }
         }
     }
-
-    /// Our own state publication, handed back by the broker: from here on, remote states come after it.
-    private func ownStateEchoed(_ name: String) {
-        unechoedStates.withLock { table in
-            if let entry = table[name] { table[name] = entry.count > 1 ? (entry.count - 1, entry.since) : nil }
-        }
-    }
-
     /// Publishes with the next sequence number; false (and reported) when it was dropped.
     @discardableResult
     func publish(topic: String, body: BridgePayload.Body, retain: Bool = false) -> Bool {
@@ -315,12 +293,11 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     /// joins later does not read 0. Conflicting values settle as any publication does: the last
     /// the broker receives wins everywhere.
     private func republishStates() {
-        let names = knownStates.withLock { Array($0.keys) }
+        let names = stateBook.withLock { $0.knownNames }
         var republished: UInt64 = 0
         for name in names where isExported(name) && mayCarry(name, direction: "export", quiet: true) {
             guard let value = try? center.state(of: name) else { continue }
-            knownStates.withLock { $0[name] = value }
-            publishState(name, value)
+            publishStateIfChanged(name, value, tracked: isImported(name), always: true)
             republished += 1
         }
         if republished > 0 {
@@ -360,7 +337,9 @@ public final class Bridge: MQTTClientDelegate, Sendable {
             return
         }
         guard payload.origin != configuration.origin else { // our own, handed back
-            if case .state = payload.body, let name = TopicCodec.name(inTopic: topic, root: TopicCodec.stateRoot) { ownStateEchoed(name) }
+            if case .state = payload.body, let name = TopicCodec.name(inTopic: topic, root: TopicCodec.stateRoot) {
+                stateBook.withLock { $0.echoed(name) }
+            }
             return
         }
         if let mirror = mirrors.first(where: { topic.hasPrefix($0.topicPrefix) }) {
@@ -417,33 +396,30 @@ public final class Bridge: MQTTClientDelegate, Sendable {
             return invalid(topic, "a state topic carries a \(payload.body.kind), not a state value")
         }
         guard mayCarry(name, direction: "import") else { return }
-        // The broker received this before our own last value of the name: ours is the later one.
-        if supersededByOwnState(name) {
+        // In one step: whether the broker received this before our own last value of the name
+        // (ours is the later one), whether the name may be imported, and the value recorded
+        // (first: the state watcher then sees our own write as known, not as news).
+        let verdict = stateBook.withLock { book in
+            book.recordRemote(name, value, now: DispatchTime.now().uptimeNanoseconds, limit: configuration.stateLimit)
+        }
+        let previous: UInt64?
+        switch verdict {
+        case .superseded:
             counters.withLock { $0.statesSuperseded += 1 }
             return
-        }
-        let admitted = importedStateNames.withLock { names -> Bool in
-            if names.contains(name) { return true }
-            guard names.count < configuration.stateLimit else { return false }
-            names.insert(name)
-            return true
-        }
-        guard admitted else {
+        case .overLimit:
             counters.withLock { $0.statesLimited += 1 }
             reporter.repeated("state-limit", "did not import the state of \(name): \(configuration.stateLimit) state names were imported already (--state-limit)")
             return
-        }
-        // Recorded first: the state watcher then sees our own write as known, not as news.
-        let previous = knownStates.withLock { known in
-            defer { known[name] = value }
-            return known[name]
+        case .recorded(let before):
+            previous = before
         }
         if previous == value, (try? center.state(of: name)) == value { return }
         do {
             try center.setState(value, for: name)
             counters.withLock { $0.statesImported += 1 }
         } catch {
-            knownStates.withLock { $0[name] = previous }
+            stateBook.withLock { $0.restore(name, previous, ifStill: value) }
             counters.withLock { $0.refused += 1 }
             reporter.repeated("state:" + name, "cannot set the state of \(name) locally: \(error.message)")
         }

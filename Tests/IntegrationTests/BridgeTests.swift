@@ -132,10 +132,15 @@ extension IntegrationSuites {
                 let setA = try ChildProcess("notifyutil", ["-z", "0", "-s", "com.race.v", a], environment: hostA.environment)
                 let setB = try ChildProcess("notifyutil", ["-z", "0", "-s", "com.race.v", b], environment: hostB.environment)
                 #expect(try setA.waitForExit() == 0 && setB.waitForExit() == 0)
-                try repeatUntil(timeout: 15, interval: 0.2, "round \(round): A, B and the broker to agree", action: {}, done: {
-                    let (va, vb, vr) = ((try? value(hostA)) ?? "", (try? value(hostB)) ?? "", (try? retained()) ?? "")
-                    return va == vb && vb == "com.race.v \(vr)" && (vr == a || vr == b)
-                })
+                var seen = ("", "", "")
+                do {
+                    try repeatUntil(timeout: 15, interval: 0.2, "round \(round): A, B and the broker to agree", action: {}, done: {
+                        seen = ((try? value(hostA)) ?? "", (try? value(hostB)) ?? "", (try? retained()) ?? "")
+                        return seen.0 == seen.1 && seen.1 == "com.race.v \(seen.2)" && (seen.2 == a || seen.2 == b)
+                    })
+                } catch {
+                    throw TestFailure("\(error); A '\(seen.0)', B '\(seen.1)', broker '\(seen.2)'; bridge A: \(bridgeA.stderr); bridge B: \(bridgeB.stderr)")
+                }
             }
             // The broker restarts with nothing saved: its retained states are gone. The bridges
             // publish what they know again, so a host that joins afterwards reads the value.
