@@ -4,8 +4,13 @@
 #                             man pages, units and completions; the CLIs (swift build -c release)
 #   make lib                  only the C library and darwin-notify.pc (no Swift toolchain needed)
 #   make install PREFIX=/usr DESTDIR=/tmp/root
+#                             builds nothing with Swift: `make` first, as yourself, then
+#                             `sudo make install` (sudo's PATH has no swift); ldconfig when
+#                             DESTDIR is empty
 #   make uninstall PREFIX=/usr DESTDIR=/tmp/root
-#   make deb                  build/darwin-notify_$(VERSION)_$(ARCH).deb
+#                             removes every file and every directory install made
+#   make deb                  the Debian packages (debian/, dpkg-buildpackage) into build/deb/
+#   make check-symbols        the exported symbols, checked against the headers and the map
 #
 # Why make: a C user expects `make && make install PREFIX=… DESTDIR=…`, and the library is a
 # dozen C files with one dependency (libdbus-1, found with pkg-config): nothing that would repay
@@ -23,23 +28,24 @@ MANDIR      ?= $(DATADIR)/man
 # systemd and tmpfiles.d look in $(PREFIX)/lib, whatever the multiarch library directory.
 UNITDIR     ?= $(PREFIX)/lib/systemd/user
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
-DBUSPOLICYDIR ?= $(DATADIR)/dbus-1/system.d
+# Where the system reads them, whatever PREFIX: dbus-daemon reads policies from /usr/share and
+# /etc only; Debian's zsh reads vendor-completions under /usr and site-functions elsewhere.
+DBUSPOLICYDIR ?= $(if $(filter /usr,$(PREFIX)),$(DATADIR)/dbus-1/system.d,/etc/dbus-1/system.d)
+ZSHDIR      ?= $(if $(filter /usr,$(PREFIX)),$(DATADIR)/zsh/vendor-completions,$(DATADIR)/zsh/site-functions)
+BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
+FISHDIR     ?= $(DATADIR)/fish/vendor_completions.d
+DOCDIR      ?= $(DATADIR)/doc/darwin-notify
 WITH_CLI    ?= 1
-# notifyutil as a static executable (fastest start-up, BENCHMARKS.md "cli"), or, with 0, linked
-# against the shared libc and libdbus with the Swift runtime inside (what a distribution wants).
-NOTIFYUTIL_STATIC ?= 1
 
 CFLAGS      ?= -O2 -g
-BUILD       := build
+BUILD       ?= build
 LIBNAME     := libdarwin-notify
 REALNAME    := $(LIBNAME).so.$(VERSION)
 SONAME      := $(LIBNAME).so.$(MAJOR)
-# clang has blocks: then notify_register_dispatch is built (libdispatch is found at run time).
-BLOCKS      := $(shell $(CC) -fblocks -x c -c /dev/null -o /dev/null 2>/dev/null && echo -fblocks)
 DBUS_CFLAGS := $(shell pkg-config --cflags dbus-1)
 DBUS_LIBS   := $(shell pkg-config --libs dbus-1)
 LIB_CFLAGS  := $(CFLAGS) -std=gnu11 -fPIC -Wall -D_GNU_SOURCE -DDARWIN_NOTIFY_VERSION='"$(VERSION)"' \
-               $(BLOCKS) $(DBUS_CFLAGS)
+               $(CPPFLAGS) $(DBUS_CFLAGS)
 
 SRCS := $(wildcard Shims/CNotify/*/*.c)
 OBJS := $(patsubst Shims/CNotify/%.c,$(BUILD)/obj/%.o,$(SRCS))
@@ -47,7 +53,7 @@ HEADERS := Shims/CNotify/include/notify.h Shims/CNotify/include/darwin_notify.h
 MANPAGES := $(wildcard man/*.1 man/*.3 man/*.7)
 CLIS := notifyutil wormhole notify-bridge
 
-.PHONY: all lib cli data FORCE install install-lib install-cli install-data uninstall deb clean check-symbols
+.PHONY: all lib cli data FORCE install install-check install-lib install-cli install-data uninstall deb clean check-symbols
 
 all: lib data $(if $(filter 1,$(WITH_CLI)),cli)
 
@@ -74,10 +80,14 @@ $(BUILD)/darwin-notify.pc: packaging/darwin-notify.pc.in VERSION FORCE
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' $< > $@
 
-# The exported dynamic symbols, for a look or a check: nothing but notify_* and CNotify_*.
+# The exported dynamic symbols with their version node, one per line (the same under gcc and
+# clang), checked: every function the public headers declare is exported, and nothing else is.
 check-symbols: $(BUILD)/$(REALNAME)
-	@bad=$$(nm -D --defined-only $< | awk '{print $$3}' | grep -v -e '^notify_' -e '^CNotify_' -e '^DARWIN_NOTIFY_0$$'); \
-	if [ -n "$$bad" ]; then echo "exported beyond the public API: $$bad"; exit 1; fi; echo "exports: public API only"
+	@nm -D --defined-only --with-symbol-versions $< | awk '$$2 == "T" {print $$3}' | sed 's/@@*/@/' | LC_ALL=C sort > $(BUILD)/exports
+	@sed -n 's/.*\b\(notify_[a-z_]*\|CNotify_[a-z_0-9]*\) *(.*/\1/p' $(HEADERS) | LC_ALL=C sort -u > $(BUILD)/declared
+	@cut -d@ -f1 $(BUILD)/exports | LC_ALL=C sort -u | diff -u --label declared --label exported $(BUILD)/declared - \
+	    || { echo "check-symbols: the exports differ from the headers' declarations (packaging/libdarwin-notify.map)"; exit 1; }
+	@cat $(BUILD)/exports
 
 # Man pages, units and completions with the version and paths filled in.
 # Always made anew (it is quick): the paths depend on PREFIX and DATADIR, not only on files.
@@ -87,17 +97,16 @@ data:
 	sed 's|@DATADIR@|$(DATADIR)|g' systemd/darwin-notify.service.in > $(BUILD)/systemd/darwin-notify.service
 	cp systemd/darwin-notify.socket systemd/user-bus.conf $(BUILD)/systemd/
 
-# The CLIs: release builds. wormhole links the Swift runtime statically, so the installed tool
-# needs no Swift toolchain; notifyutil is a static executable already (Package.swift).
-# Its own scratch directory: a `swift test` of the checkout (which runs this Makefile) holds .build.
+# The CLIs: release builds with the Swift runtime inside (no Swift toolchain needed where they
+# are installed) and glibc, libdbus and libmosquitto shared, as any Debian program links them.
+# Hardened as dpkg-buildflags asks (the same flags in every build, so the Debian build reuses
+# this one). Its own scratch directory: `swift test` of the checkout holds .build.
 SWIFT_SCRATCH ?= .build-release
-SWIFT_RELEASE := swift build -c release --scratch-path $(SWIFT_SCRATCH) --static-swift-stdlib
+SWIFT_HARDENING := -Xcc -fstack-protector-strong -Xcc -D_FORTIFY_SOURCE=2 -Xcc -fcf-protection \
+                   -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
+SWIFT_RELEASE := swift build -c release --scratch-path $(SWIFT_SCRATCH) --static-swift-stdlib $(SWIFT_HARDENING) -Xswiftc -use-ld=lld
 cli:
-ifeq ($(NOTIFYUTIL_STATIC),1)
 	$(SWIFT_RELEASE) --product notifyutil
-else
-	DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL=1 $(SWIFT_RELEASE) --product notifyutil
-endif
 	$(SWIFT_RELEASE) --product wormhole
 	$(SWIFT_RELEASE) --product notify-bridge
 	@mkdir -p $(BUILD)/completions
@@ -106,10 +115,28 @@ endif
 	$(SWIFT_SCRATCH)/release/wormhole --generate-completion-script zsh > $(BUILD)/completions/_wormhole
 	$(SWIFT_SCRATCH)/release/wormhole --generate-completion-script fish > $(BUILD)/completions/wormhole.fish
 
-install: install-lib install-data $(if $(filter 1,$(WITH_CLI)),install-cli)
+install: install-check install-lib install-data $(if $(filter 1,$(WITH_CLI)),install-cli)
+ifeq ($(DESTDIR),)
+	@# A program linked right after the install finds the new SONAME.
+	@if [ "$$(id -u)" = 0 ]; then PATH="$$PATH:/sbin:/usr/sbin" ldconfig; \
+	else echo "note: not root, so ldconfig was not run: run it as root, or set LD_LIBRARY_PATH=$(LIBDIR)"; fi
+endif
 
-install-lib: lib
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/darwin-notify
+# Before anything is copied: what install needs is built (it builds no Swift itself).
+CLI_BINARIES := $(addprefix $(SWIFT_SCRATCH)/release/,$(CLIS))
+install-check:
+ifeq ($(WITH_CLI),1)
+	@for f in $(CLI_BINARIES) $(BUILD)/completions/wormhole.bash; do [ -f "$$f" ] || { \
+	    echo "make install: $$f is not built: run \`make\` first (as yourself; sudo's PATH has no swift), then \`make install\`, or WITH_CLI=0 for the library alone" >&2; exit 1; }; done
+endif
+
+# Directories are made through install-dirs.sh, which records the ones it created, so that
+# uninstall removes exactly those (and no directory that was there before).
+DIRS_MANIFEST := $(DESTDIR)$(DATADIR)/darwin-notify/installed-directories
+MKDIRS := sh packaging/install-dirs.sh make "$(DIRS_MANIFEST)"
+
+install-lib: install-check lib
+	$(MKDIRS) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/darwin-notify
 	install -m 0644 $(BUILD)/$(REALNAME) $(DESTDIR)$(LIBDIR)/$(REALNAME)
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/$(LIBNAME).so
@@ -117,11 +144,10 @@ install-lib: lib
 	install -m 0644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/darwin-notify/
 	install -m 0644 $(BUILD)/darwin-notify.pc $(DESTDIR)$(LIBDIR)/pkgconfig/darwin-notify.pc
 
-install-data: data
-	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7 \
+install-data: install-check data
+	$(MKDIRS) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7 \
 	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(DBUSPOLICYDIR) $(DESTDIR)$(DATADIR)/darwin-notify \
-	    $(DESTDIR)$(DATADIR)/bash-completion/completions $(DESTDIR)$(DATADIR)/zsh/vendor-completions \
-	    $(DESTDIR)$(DATADIR)/fish/vendor_completions.d $(DESTDIR)$(DATADIR)/doc/darwin-notify
+	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHDIR) $(DESTDIR)$(FISHDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(BUILD)/man/*.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 $(BUILD)/man/*.7 $(DESTDIR)$(MANDIR)/man7/
@@ -129,34 +155,40 @@ install-data: data
 	install -m 0644 $(BUILD)/systemd/user-bus.conf $(DESTDIR)$(DATADIR)/darwin-notify/user-bus.conf
 	install -m 0644 packaging/tmpfiles.conf $(DESTDIR)$(TMPFILESDIR)/darwin-notify.conf
 	install -m 0644 docs/dbus/org.darwinnotify.conf $(DESTDIR)$(DBUSPOLICYDIR)/org.darwinnotify.conf
-	install -m 0644 completions/notifyutil.bash $(DESTDIR)$(DATADIR)/bash-completion/completions/notifyutil
-	install -m 0644 completions/_notifyutil $(DESTDIR)$(DATADIR)/zsh/vendor-completions/_notifyutil
-	install -m 0644 completions/notifyutil.fish $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/notifyutil.fish
-	install -m 0644 README.md CHANGELOG.md $(DESTDIR)$(DATADIR)/doc/darwin-notify/
+	install -m 0644 completions/notifyutil.bash $(DESTDIR)$(BASHCOMPDIR)/notifyutil
+	install -m 0644 completions/_notifyutil $(DESTDIR)$(ZSHDIR)/_notifyutil
+	install -m 0644 completions/notifyutil.fish $(DESTDIR)$(FISHDIR)/notifyutil.fish
+	install -m 0644 README.md CHANGELOG.md LICENSE $(DESTDIR)$(DOCDIR)/
 
-install-cli: cli
-	install -d $(DESTDIR)$(BINDIR)
-	install -m 0755 $(SWIFT_SCRATCH)/release/notifyutil $(SWIFT_SCRATCH)/release/wormhole $(SWIFT_SCRATCH)/release/notify-bridge $(DESTDIR)$(BINDIR)/
-	install -m 0644 $(BUILD)/completions/wormhole.bash $(DESTDIR)$(DATADIR)/bash-completion/completions/wormhole
-	install -m 0644 $(BUILD)/completions/_wormhole $(DESTDIR)$(DATADIR)/zsh/vendor-completions/_wormhole
-	install -m 0644 $(BUILD)/completions/wormhole.fish $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/wormhole.fish
+install-cli: install-check
+	$(MKDIRS) $(DESTDIR)$(BINDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHDIR) $(DESTDIR)$(FISHDIR)
+	install -m 0755 $(CLI_BINARIES) $(DESTDIR)$(BINDIR)/
+	install -m 0644 $(BUILD)/completions/wormhole.bash $(DESTDIR)$(BASHCOMPDIR)/wormhole
+	install -m 0644 $(BUILD)/completions/_wormhole $(DESTDIR)$(ZSHDIR)/_wormhole
+	install -m 0644 $(BUILD)/completions/wormhole.fish $(DESTDIR)$(FISHDIR)/wormhole.fish
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/$(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/$(LIBNAME).so \
 	    $(DESTDIR)$(LIBDIR)/$(LIBNAME).a $(DESTDIR)$(LIBDIR)/pkgconfig/darwin-notify.pc
-	rm -rf $(DESTDIR)$(INCLUDEDIR)/darwin-notify $(DESTDIR)$(DATADIR)/darwin-notify $(DESTDIR)$(DATADIR)/doc/darwin-notify
+	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/darwin-notify/,$(notdir $(HEADERS)))
+	rm -f $(DESTDIR)$(DATADIR)/darwin-notify/user-bus.conf
+	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,README.md CHANGELOG.md LICENSE)
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(CLIS))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/,$(patsubst man/%.1,man1/%.1,$(filter %.1,$(MANPAGES))) \
 	    $(patsubst man/%.3,man3/%.3,$(filter %.3,$(MANPAGES))) $(patsubst man/%.7,man7/%.7,$(filter %.7,$(MANPAGES))))
 	rm -f $(DESTDIR)$(UNITDIR)/darwin-notify.socket $(DESTDIR)$(UNITDIR)/darwin-notify.service \
 	    $(DESTDIR)$(TMPFILESDIR)/darwin-notify.conf $(DESTDIR)$(DBUSPOLICYDIR)/org.darwinnotify.conf
-	rm -f $(DESTDIR)$(DATADIR)/bash-completion/completions/notifyutil $(DESTDIR)$(DATADIR)/bash-completion/completions/wormhole \
-	    $(DESTDIR)$(DATADIR)/zsh/vendor-completions/_notifyutil $(DESTDIR)$(DATADIR)/zsh/vendor-completions/_wormhole \
-	    $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/notifyutil.fish $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/wormhole.fish
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/notifyutil $(DESTDIR)$(BASHCOMPDIR)/wormhole \
+	    $(DESTDIR)$(ZSHDIR)/_notifyutil $(DESTDIR)$(ZSHDIR)/_wormhole \
+	    $(DESTDIR)$(FISHDIR)/notifyutil.fish $(DESTDIR)$(FISHDIR)/wormhole.fish
+	sh packaging/install-dirs.sh remove "$(DIRS_MANIFEST)"
+ifeq ($(DESTDIR),)
+	@if [ "$$(id -u)" = 0 ]; then PATH="$$PATH:/sbin:/usr/sbin" ldconfig; fi
+endif
 
-# A Debian package of everything above (packaging/debian/build-deb.sh says how).
+# The Debian packages, from debian/ with dpkg-buildpackage (packaging/build-debs.sh says how).
 deb:
-	bash packaging/debian/build-deb.sh
+	@bash packaging/build-debs.sh
 
 clean:
 	rm -rf $(BUILD)

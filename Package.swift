@@ -7,10 +7,10 @@ import PackageDescription
 let version = ((try? String(contentsOfFile: Context.packageDirectory + "/VERSION", encoding: .utf8)) ?? "0.0.0")
     .trimmingCharacters(in: .whitespacesAndNewlines)
 
-// notifyutil is linked statically (below), which sanitizer builds cannot do: `swift build
-// --sanitize=address|thread|undefined` needs DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL=1 (.ci/sanitize does
-// this), which links it like every other executable.
-let staticNotifyutil = Context.environment["DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL"] == nil
+// notifyutil carries the Swift runtime inside (below); sanitizer builds (`swift build
+// --sanitize=address|thread|undefined`) set DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL=1 (.ci/sanitize does
+// this), which links it like every other executable, the runtime shared.
+let staticStdlibNotifyutil = Context.environment["DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL"] == nil
 
 let package = Package(
     name: "DarwinNotify",
@@ -59,28 +59,31 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
-        .target(name: "NotifyBridge", dependencies: ["DarwinNotify", "CDBus", "CMosquitto", "Wormhole"]),
+        // The bridge and the wormhole tool use FoundationEssentials, not Foundation: Foundation's
+        // ICU data alone made each binary 60 MB stripped (issue 25).
+        .target(name: "NotifyBridge", dependencies: ["DarwinNotify", "CDBus", "CMosquitto", "Wormhole",
+                                                     .product(name: "SystemPackage", package: "swift-system")]),
         .executableTarget(
             name: "notify-bridge",
             dependencies: ["NotifyBridge", "DarwinNotify", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CDBus"]),
         .target(name: "DarwinNotifyFoundation", dependencies: ["DarwinNotify"]),
-        // notifyutil is linked statically: a command-line post is mostly process start-up, and
-        // loading the Swift runtime's shared libraries (libswiftCore pulls in libstdc++) took 2 ms,
-        // twice dbus-send's whole run (BENCHMARKS.md, cli). Static, it takes about 0.7 ms.
-        // glibc warns that its user and host lookups in a static binary need the same glibc at
-        // run time: the binary is built where it runs.
-        .target(name: "CSystemdClientStubs", path: "Shims/CSystemdClientStubs"),
+        // notifyutil links the Swift runtime statically (-static-stdlib) and glibc and libdbus
+        // shared, as every Debian program links them: a command-line post is mostly process
+        // start-up, and loading the Swift runtime's shared libraries took 2 ms, twice dbus-send's
+        // whole run (BENCHMARKS.md, cli). A static executable (before 0.3.0) started faster still,
+        // but glibc's user and host look-ups in it need the very glibc it was built with.
         .executableTarget(
             name: "notifyutil",
-            dependencies: ["NotifyUtilCore", "CSystemdClientStubs"],
-            linkerSettings: staticNotifyutil ? [.unsafeFlags(["-static-executable"])] : []
+            dependencies: ["NotifyUtilCore"],
+            linkerSettings: staticStdlibNotifyutil ? [.unsafeFlags(["-static-stdlib"])] : []
         ),
         .target(name: "Wormhole", dependencies: ["DarwinNotify", .product(name: "SystemPackage", package: "swift-system")]),
         .executableTarget(
             name: "wormhole",
-            dependencies: ["Wormhole", "DarwinNotify", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Wormhole", "DarwinNotify", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "SystemPackage", package: "swift-system")]
         ),
         // C programs used by the integration tests and the benchmark: a CNotify client, and the
         // raw-libdbus floor that the benchmark compares against (no wrapper at all).

@@ -18,5 +18,8 @@ complete -c notifyutil -l bus -r -a 'embedded session system' -d 'the D-Bus addr
 complete -c notifyutil -l bus-status -d 'whether the embedded bus runs, and the scope'
 complete -c notifyutil -l bus-start -d 'start the embedded bus'
 complete -c notifyutil -l bus-stop -d 'stop the embedded bus'
+complete -c notifyutil -o W -r -d 'print each post of a namespace and every name under it'
+complete -c notifyutil -l monitor -d 'print every post on the bus'
+complete -c notifyutil -l json -d 'with --monitor: one JSON object per line'
 complete -c notifyutil -l version -d 'print the version'
 complete -c notifyutil -s h -l help -d 'print the usage'

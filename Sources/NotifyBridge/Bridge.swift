@@ -4,7 +4,8 @@
 // (DeliveredPost.fromThisCenter tells it), and nothing it published comes back in (`origin`).
 import DarwinNotify
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 import Wormhole
 

@@ -1,3 +1,5 @@
+import FoundationEssentials
+import Glibc
 // Bridge payload: what one MQTT message of a bridge carries (docs/BRIDGE.md, "Payloads").
 //
 //     DNB1 <origin> <seq> post\n
@@ -8,7 +10,6 @@
 // bridge skips what it sent itself when the broker hands it back; `seq` counts that bridge's
 // messages from 1, in the order it published them, so a receiver drops a redelivery (a `seq` not
 // above the last one it took from that origin). A header line, not JSON: one split per message.
-import Foundation
 
 public struct BridgePayload: Equatable, Sendable {
     public enum Body: Equatable, Sendable {

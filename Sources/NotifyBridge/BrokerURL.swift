@@ -18,7 +18,7 @@ public struct BrokerURL: Equatable, Sendable {
     public init(parsing text: String) throws(Fault) {
         let scheme: Substring
         let rest: Substring
-        if let range = text.range(of: "://") {
+        if let range = text.firstRange(of: "://") {
             scheme = text[..<range.lowerBound]
             rest = text[range.upperBound...]
         } else {

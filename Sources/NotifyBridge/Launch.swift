@@ -1,7 +1,8 @@
 // Launch: from the command line's words to a BridgeConfiguration (notify-bridge's checks live
 // here, so the executable stays a thin argument parser).
 import DarwinNotify
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The command line's words: the broker connection's, and the ``BridgeOptions`` the bridge runs with.
 @dynamicMemberLookup
@@ -44,7 +45,7 @@ public struct BridgeArguments: Sendable {
             guard let text = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
                 throw BridgeError(.configuration, "cannot read the password file \(passwordFile): \(String(cString: strerror(errno)))")
             }
-            mqtt.password = text.trimmingCharacters(in: .newlines)
+            mqtt.password = String(text.drop { $0.isNewline }.reversed().drop { $0.isNewline }.reversed())
         }
         guard let id = mqtt.clientID.utf8.count > 0 ? mqtt.clientID : nil, id.utf8.count <= 65535,
               !id.contains("+"), !id.contains("#"), !id.contains("/") else {

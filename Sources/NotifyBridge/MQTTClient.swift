@@ -3,7 +3,8 @@
 // nothing else; libmosquitto does the protocol, we never write MQTT bytes ourselves.
 import CMosquitto
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// Where a message from the broker or a connection event is reported. Called on libmosquitto's
@@ -148,9 +149,7 @@ public final class MQTTClient: Sendable {
         guard !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let rc = mosquitto_threaded_set(handle, true)
         guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(rc, "cannot make the MQTT client thread-safe") }
-        let thread = Thread { [self] in networkLoop(options) }
-        thread.name = "notify-bridge MQTT"
-        thread.start()
+        BackgroundThread.start(name: "bridge MQTT") { [self] in networkLoop(options) }
     }
 
     /// Connects, runs libmosquitto's loop while connected, and reconnects after a loss.

@@ -1,8 +1,11 @@
 // Reporter: what the bridge tells its operator, one line on stderr per event, prefixed
 // `notify-bridge:` (journald keeps them). Repeated faults of one kind are summarised so a flood
 // of bad messages cannot flood the log.
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Synchronization
+import SystemPackage
 
 public final class Reporter: Sendable {
     /// Kinds often carry a name or topic from the broker: the table is emptied when it reaches
@@ -18,8 +21,13 @@ public final class Reporter: Sendable {
     private let write: @Sendable (String) -> Void
 
     /// Lines go to `write`; by default to stderr.
-    public init(write: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data($0.utf8)) }) {
+    public init(write: @escaping @Sendable (String) -> Void = Reporter.standardError) {
         self.write = write
+    }
+
+    /// Writes `text` to stderr, all of it, unbuffered (a supervisor reads it line by line).
+    public static let standardError: @Sendable (String) -> Void = { text in
+        _ = try? Array(text.utf8).withUnsafeBytes { try FileDescriptor.standardError.writeAll($0) }
     }
 
     public func say(_ line: String) { write("notify-bridge: " + line + "\n") }

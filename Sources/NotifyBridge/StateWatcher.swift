@@ -3,7 +3,7 @@
 // files"). It reports only a name: the bridge reads the value through the core, which applies
 // every ownership and mode check, so nothing here is trusted beyond "look at this name".
 import DarwinNotify
-import Foundation
+import FoundationEssentials
 import Glibc
 import Synchronization
 
@@ -28,12 +28,10 @@ final class StateWatcher: Sendable {
         guard descriptor >= 0 else { throw Failure(description: "inotify_init1: \(String(cString: strerror(errno)))") }
         fd.store(descriptor, ordering: .releasing)
         // The state directory may not exist yet (nobody set a state): wait for it from its parent.
-        let parent = (directory as NSString).deletingLastPathComponent
+        let parent = Self.parent(of: directory)
         _ = addWatch(parent, mask: UInt32(IN_CREATE | IN_MOVED_TO))
         watchTree()
-        let thread = Thread { [self] in readEvents(descriptor) }
-        thread.name = "notify-bridge state watcher"
-        thread.start()
+        BackgroundThread.start(name: "bridge states") { [self] in readEvents(descriptor) }
     }
 
     func stop() {
@@ -108,13 +106,23 @@ final class StateWatcher: Sendable {
                 guard let dir = watched.withLock({ $0[wd] }) else { continue }
                 if dir == directory {
                     if isRelevant(entry) { watchTree(report: true) } // plain/ or uid.N made after we started
-                } else if dir == (directory as NSString).deletingLastPathComponent {
-                    if entry == (directory as NSString).lastPathComponent { watchTree(report: true) } // the state directory appeared
+                } else if dir == Self.parent(of: directory) {
+                    if entry == Self.lastComponent(of: directory) { watchTree(report: true) } // the state directory appeared
                 } else if let name = Self.name(inFile: dir + "/" + entry, named: entry) {
                     changed(name)
                 }
             }
         }
+    }
+
+    /// The directory holding `path` ("/" for a top-level one), and `path`'s last component.
+    static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    static func lastComponent(of path: String) -> String {
+        path.lastIndex(of: "/").map { String(path[path.index(after: $0)...]) } ?? path
     }
 
     /// The name a state file holds, if it is one (32 hex digits of the name's hash, checked

@@ -7,7 +7,8 @@
 // restarts.
 import DarwinNotify
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 import Wormhole
 

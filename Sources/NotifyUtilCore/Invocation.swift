@@ -86,7 +86,9 @@ public enum InvocationParser {
         -z msec        pause msec milliseconds after posting [default 100]
         -M             accepted for compatibility (notifications are always multiplexed)
         -R             accepted for compatibility (registrations always survive a bus restart)
-        --bus ADDRESS  a D-Bus address, or session, system, embedded [default: $DARWIN_NOTIFY_BUS, else embedded]
+        --bus ADDRESS  a D-Bus address, or session, system, embedded [default: $DARWIN_NOTIFY_BUS;
+                       else the system bus when installed system-wide (darwin-notify(7));
+                       else embedded]
     commands:
         -port          switch to callbacks for subsequent registrations [default]
         -file          switch to file descriptor for subsequent registrations

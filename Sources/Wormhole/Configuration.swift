@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// How messages travel through the container (chosen per wormhole).
 public enum Transiting: String, Sendable, CaseIterable {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The on-disk form of a message (docs/PROTOCOL.md, "Message files"): one header line, then the
 /// payload. The header carries the payload's length and checksum, so a truncated or altered file

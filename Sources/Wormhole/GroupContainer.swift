@@ -3,7 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Foundation
+import FoundationEssentials
 import SystemPackage
 
 /// The Linux counterpart of `FileManager.containerURL(forSecurityApplicationGroupIdentifier:)`:

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import SystemPackage
 
 /// `file` and `coordinated` transiting: the latest message of each identifier, one file each.

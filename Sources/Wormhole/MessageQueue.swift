@@ -3,7 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Foundation
+import FoundationEssentials
 import SystemPackage
 
 /// `queue` transiting: a lossless FIFO per identifier (docs/PROTOCOL.md, "Queues").

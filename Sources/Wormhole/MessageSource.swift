@@ -3,7 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Foundation
+import FoundationEssentials
 import SystemPackage
 
 /// What one listener reads next. `next()` returns the next undelivered message (or an error to

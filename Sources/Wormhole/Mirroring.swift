@@ -1,7 +1,8 @@
+import FoundationEssentials
+import Glibc
 // Mirroring: a wormhole's messages as bytes that travel to another host and are stored there
 // unchanged (notify-bridge --wormhole, docs/BRIDGE.md). `package`: only this package's bridge
 // uses it; it is not a public API yet.
-import Foundation
 
 extension Envelope {
     /// A message as it was read, back in its file form: same id, kind, time and payload.

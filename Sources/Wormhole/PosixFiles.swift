@@ -3,7 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Foundation
+import FoundationEssentials
 import SystemPackage
 import Synchronization
 
@@ -196,7 +196,7 @@ enum PosixFiles {
             // "id parent major:minor root mountpoint options … - fstype source superoptions"
             let fields = line.split(separator: " ")
             guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
-            let mountPoint = fields[4].replacingOccurrences(of: "\\040", with: " ")
+            let mountPoint = fields[4].split(separator: "\\040", omittingEmptySubsequences: false).joined(separator: " ")
             let covers = mountPoint == "/" || real == mountPoint || real.hasPrefix(mountPoint + "/")
             if covers, mountPoint.count > best.length { best = (mountPoint.count, fields[dash + 1]) }
         }

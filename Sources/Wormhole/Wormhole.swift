@@ -1,6 +1,7 @@
 import DarwinNotify
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import SystemPackage
 
 /// Messages with payloads between cooperating processes: the payload is persisted in the group

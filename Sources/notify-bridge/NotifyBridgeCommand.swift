@@ -3,7 +3,8 @@
 import ArgumentParser
 import DarwinNotify
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import NotifyBridge
 
 @main
@@ -95,7 +96,7 @@ struct NotifyBridgeCommand: ParsableCommand {
         do {
             bridge = try Bridge(configuration: arguments.configuration())
         } catch {
-            FileHandle.standardError.write(Data("notify-bridge: \(error)\n".utf8))
+            Reporter.standardError("notify-bridge: \(error)\n")
             throw ExitCode(64) // the command line itself is wrong
         }
         // Before the start, whose first words ("connected", "retrying with backoff") tell a
@@ -106,7 +107,7 @@ struct NotifyBridgeCommand: ParsableCommand {
         do {
             try bridge.start()
         } catch {
-            FileHandle.standardError.write(Data("notify-bridge: \(error)\n".utf8))
+            Reporter.standardError("notify-bridge: \(error)\n")
             throw ExitCode(1) // a right command that cannot run now (another bridge serves the bus, …)
         }
         dispatchMain()
@@ -119,7 +120,7 @@ enum Signals {
 
     static func install(_ bridge: Bridge) {
         for signal in [SIGUSR1, SIGTERM, SIGINT] {
-            Foundation.signal(signal, SIG_IGN)
+            Glibc.signal(signal, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signal, queue: .main)
             source.setEventHandler {
                 // Stopped first, so nothing the stop itself causes (the broker connection closing)
@@ -127,7 +128,7 @@ enum Signals {
                 if signal != SIGUSR1 { bridge.stop() }
                 bridge.reporter.flush()
                 bridge.reporter.say("stats \(bridge.currentCounters)")
-                if signal != SIGUSR1 { Foundation.exit(0) }
+                if signal != SIGUSR1 { Glibc.exit(0) }
             }
             source.resume()
             sources.append(source)

@@ -1,6 +1,7 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Synchronization
+import SystemPackage
 import Wormhole
 
 /// A failure of the command itself (not of the library), printed as `Error: …` with exit 1.
@@ -14,7 +15,7 @@ struct WormholeCLIError: Error, CustomStringConvertible {
 /// as they are. A `json` message whose payload does not parse is reported as damaged.
 func printLine(_ message: WormholeMessage, raw: Bool = false) throws {
     if raw {
-        FileHandle.standardOutput.write(message.payload)
+        write(message.payload, to: .standardOutput)
         return
     }
     switch message.kind {
@@ -22,15 +23,32 @@ func printLine(_ message: WormholeMessage, raw: Bool = false) throws {
         guard let line = message.jsonLine() else {
             throw WormholeCLIError("message '\(message.identifier)' is marked JSON but its \(message.payload.count)-byte payload is damaged JSON (it does not parse); --raw prints its bytes")
         }
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        write(Data((line + "\n").utf8), to: .standardOutput)
     case .data:
         printError("message '\(message.identifier)' is \(message.payload.count) bytes of binary data, printed as base64 (--raw writes the bytes)")
-        FileHandle.standardOutput.write(Data((message.payload.base64EncodedString() + "\n").utf8))
+        write(Data((message.payload.base64EncodedString() + "\n").utf8), to: .standardOutput)
     }
 }
 
 func printError(_ text: String) {
-    FileHandle.standardError.write(Data(("wormhole: " + text + "\n").utf8))
+    write(Data(("wormhole: " + text + "\n").utf8), to: .standardError)
+}
+
+/// Writes all of `bytes` (unbuffered: a pipe reader waits for each line). A closed pipe is not
+/// worth a second error message: the write is given up.
+func write(_ bytes: Data, to descriptor: FileDescriptor) {
+    _ = try? bytes.withUnsafeBytes { try descriptor.writeAll($0) }
+}
+
+/// Standard input, all of it.
+func readStandardInput() throws -> Data {
+    var data = Data()
+    var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+    while true {
+        let count = try buffer.withUnsafeMutableBytes { try FileDescriptor.standardInput.read(into: $0, retryOnInterrupt: true) }
+        if count == 0 { return data }
+        data.append(contentsOf: buffer[..<count])
+    }
 }
 
 /// Listens until `count` messages were printed (forever without a count). The Nth message's

@@ -1,6 +1,7 @@
 import ArgumentParser
 import DarwinNotify
-import Foundation
+import FoundationEssentials
+import Glibc
 import Wormhole
 
 /// `wormhole`: MMWormhole-style messages from the shell. The work is in the Wormhole library;
@@ -24,7 +25,7 @@ struct WormholeCommand: ParsableCommand {
         let arguments = Array(CommandLine.arguments.dropFirst())
         if let word = SubcommandWord.find(in: arguments), let hint = SubcommandWord.suggestion(for: word) {
             printError("unknown subcommand '\(word)'. \(hint) (see wormhole --help)")
-            Foundation.exit(64)
+            Glibc.exit(64)
         }
         main(arguments)
     }
@@ -82,7 +83,7 @@ struct WormholeOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The wormhole's folder inside the container.", valueName: "NAME"))
     var directory: String = "wormhole"
 
-    @Option(help: ArgumentHelp("The D-Bus address to use (default: DARWIN_NOTIFY_BUS, else the embedded bus).", valueName: "ADDRESS"))
+    @Option(help: ArgumentHelp("The D-Bus address to use (default: DARWIN_NOTIFY_BUS; else the system bus when installed system-wide, see darwin-notify(7); else the embedded bus).", valueName: "ADDRESS"))
     var bus: String?
 
     @Option(help: ArgumentHelp("Refuse payloads larger than this many bytes.", valueName: "BYTES"))
@@ -152,7 +153,7 @@ extension WormholeCommand {
         var json: String?
 
         func run() throws {
-            let text = json.map { Data($0.utf8) } ?? FileHandle.standardInput.readDataToEndOfFile()
+            let text = try json.map { Data($0.utf8) } ?? readStandardInput()
             if json == nil, text.allSatisfy({ $0 == 0x20 || $0 == 0x0a || $0 == 0x09 || $0 == 0x0d }) {
                 throw WormholeCLIError("read nothing on standard input (no JSON argument was given, so the message is read from stdin); pass the JSON as an argument or pipe it in")
             }

@@ -57,7 +57,7 @@ struct CoreProtocolUnitTests {
         var seq: UInt64 = 0
         var hasSeq: Int32 = 0
         #expect(CNotify_protocol_parse_post(built, length, &name, name.count, &seq, &hasSeq) == 0)
-        #expect(String(cString: name) == "com.example.ünï" && seq == 42 && hasSeq == 1)
+        #expect(cString(name) == "com.example.ünï" && seq == 42 && hasSeq == 1)
 
         let garbage: [CChar] = Array(repeating: 7, count: 64)
         #expect(CNotify_protocol_parse_post(garbage, Int32(garbage.count), &name, name.count, &seq, &hasSeq) == UInt32(NOTIFY_STATUS_INVALID_REQUEST))
@@ -124,4 +124,9 @@ struct WormholeUnitTests {
         #expect(error.description.hasPrefix("io: open /x"))
         #expect(WormholeError.io("write", .noSpace).code == .diskFull)
     }
+}
+
+/// The text of a NUL-terminated C buffer a C call filled.
+func cString(_ chars: [CChar]) -> String {
+    String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

@@ -53,11 +53,11 @@ struct ProtocolVectorTests {
             case "bucket interface":
                 var out = [CChar](repeating: 0, count: 32)
                 CNotify_bucket_interface(input, &out)
-                #expect(String(cString: out) == row.value, "\(row)")
+                #expect(cString(out) == row.value, "\(row)")
             case "state file name":
                 var out = [CChar](repeating: 0, count: 33)
                 CNotify_state_file_name(input, &out)
-                #expect(String(cString: out) == row.value, "\(row)")
+                #expect(cString(out) == row.value, "\(row)")
             case "payload checksum":
                 #expect(Checksum.hex(of: ProtocolVectorTests.bytes(of: row.input)) == row.value, "\(row)")
             case "state directory of an address":
@@ -65,7 +65,7 @@ struct ProtocolVectorTests {
                 if ProcessInfo.processInfo.environment["DARWIN_NOTIFY_STATE_DIR"] != nil { continue }
                 var out = [CChar](repeating: 0, count: 4096)
                 #expect(CNotify_state_directory(input, &out, out.count) == 0, "\(String(cString: CNotify_last_error()))")
-                #expect(String(cString: out) == row.value, "\(row)")
+                #expect(cString(out) == row.value, "\(row)")
             case "post body with an origin":
                 // "<name> <sequence> <origin>": the Post our library sends carries the origin as its
                 // third argument (signature `stt`), and a receiver reads it back.
@@ -86,7 +86,7 @@ struct ProtocolVectorTests {
                 var seq: UInt64 = 0
                 var hasSeq: Int32 = 0
                 #expect(CNotify_protocol_parse_post(bytes, length, &name, name.count, &seq, &hasSeq) == 0)
-                #expect(String(cString: name) == parts[0] && seq == UInt64(parts[1])! && hasSeq == 1)
+                #expect(cString(name) == parts[0] && seq == UInt64(parts[1])! && hasSeq == 1)
                 CNotify_protocol_free(bytes)
             default:
                 Issue.record("a vector the test does not know: \(row)")

@@ -62,7 +62,7 @@ extension IntegrationSuites {
                 loop.withLock { $0 = UncheckedLoop(RunLoop.current) }
                 RunLoop.current.add(Timer(timeInterval: 3600, repeats: true) { _ in }, forMode: .default) // keeps it running
                 ready.signal()
-                while !stop.load(ordering: .relaxed) { RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.1)) }
+                while !stop.load(ordering: .relaxed) { _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.1)) }
             }
             thread.start()
             ready.wait()

@@ -18,7 +18,7 @@ extension IntegrationSuites {
             ("bash .ci/install-deps && swift build && swift test", "CI's own job (.ci/run runs exactly this line)"),
             ("bash .ci/sanitize", "CI's sanitizer lane (.ci/run)"),
             ("swift build --package-path Examples", "ExamplesTests builds the Examples package"),
-            ("make && make install", "InstallTests (make install into a staging root: this line would install into /usr/local)"),
+            ("make && sudo make install", "InstallTests (make, then make install with sudo's PATH into a staging root, and realInstall into /usr/local as root)"),
             ("systemctl --user", "InstallTests.socketActivation (needs a systemd user session)"),
             ("install -m 0644 docs/dbus", "changes the machine's system bus; the policy is tested by the system-like bus suites"),
             ("install -d -m", "changes the machine's /run; DefaultScopeTests use a state directory of their own"),

@@ -22,7 +22,7 @@ extension IntegrationSuites {
         func plainFile(_ name: String) -> String {
             var file = [CChar](repeating: 0, count: 33)
             CNotify_state_file_name(name, &file)
-            return stateDir + "/plain/" + String(cString: file)
+            return stateDir + "/plain/" + cString(file)
         }
 
         @Test("32,768 squatted temporary names and a 0644 file of another user block no set (item 1)")

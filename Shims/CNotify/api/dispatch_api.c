@@ -1,7 +1,9 @@
 /*
- * dispatch_api.c: notify_register_dispatch, a block run on a dispatch queue for each post. Built only when the
- * compiler has blocks (__BLOCKS__: clang -fblocks, as SwiftPM compiles C); with gcc the file
- * compiles to nothing, and notify.h does not declare notify_register_dispatch.
+ * dispatch_api.c: notify_register_dispatch, a block run on a dispatch queue for each post. Built
+ * by every compiler: the block is called through the Blocks ABI (clang's and Apple's published
+ * layout: an object whose fourth field is the function to call, with the block itself as the
+ * first argument), so gcc, which has no blocks, builds the same library with the same exports
+ * as clang. Only a caller needs blocks (clang -fblocks) to make one.
  *
  * libdispatch and the blocks runtime are found at registration time (dlsym), not linked: a caller
  * that hands us a queue and a block has both loaded already, and every other user of the library
@@ -13,11 +15,24 @@
 #include <stdlib.h>
 #include "api.h"
 
-#ifdef __BLOCKS__
+/* What the library sees of a queue and of a block, whoever compiled it: opaque objects. With
+ * blocks, notify.h declares the handler as a block type, which converts to this pointer. */
+typedef struct dispatch_queue_s *cn_queue_ref;
+typedef const struct cn_block_layout *cn_block_ref;
+
+/* The Blocks ABI's block object (https://clang.llvm.org/docs/Block-ABI-Apple.html): `invoke` takes
+ * the block and then the block's own arguments. notify_handler_t is void (^)(int). */
+struct cn_block_layout {
+    void *isa;
+    int flags;
+    int reserved;
+    void (*invoke)(const struct cn_block_layout *block, int token);
+    const void *descriptor;
+};
 
 /* The few functions used, with the ABI of libdispatch's and the blocks runtime's declarations. */
 static struct {
-    void (*async_f)(dispatch_queue_t queue, void *context, void (*work)(void *));
+    void (*async_f)(cn_queue_ref queue, void *context, void (*work)(void *));
     void (*retain)(void *object);
     void (*release)(void *object);
     void *(*block_copy)(const void *block);
@@ -37,8 +52,8 @@ static void find_dispatch_fns(void) {
 }
 
 typedef struct cn_dispatch_target {
-    dispatch_queue_t queue;    /* retained */
-    notify_handler_t handler;  /* copied */
+    cn_queue_ref queue;        /* retained */
+    cn_block_ref handler;      /* copied (_Block_copy) */
     pthread_mutex_t mu;
     pthread_cond_t idle;
     int cancelled;
@@ -64,7 +79,7 @@ static void run_job(void *p) {
     if (run) {
         cn_dispatch_target *outer = tl_running;
         tl_running = d;
-        d->handler(job->token);
+        d->handler->invoke(d->handler, job->token);
         tl_running = outer;
         pthread_mutex_lock(&d->mu);
         d->running--;
@@ -100,7 +115,7 @@ static void target_free(void *target) {
     free(d);
 }
 
-uint32_t notify_register_dispatch(const char *name, int *out_token, dispatch_queue_t queue, notify_handler_t handler) {
+static uint32_t register_dispatch(const char *name, int *out_token, cn_queue_ref queue, cn_block_ref handler) {
     cn_clear_error();
     if (!out_token || !queue || !handler) {
         cn_set_error("out_token, queue or handler is NULL");
@@ -118,6 +133,12 @@ uint32_t notify_register_dispatch(const char *name, int *out_token, dispatch_que
     dispatch_fns.retain(queue);
     d->queue = queue;
     d->handler = dispatch_fns.block_copy(handler);
+    if (!d->handler) {
+        dispatch_fns.release(queue);
+        free(d);
+        cn_set_error("the blocks runtime could not copy the handler");
+        return NOTIFY_STATUS_FAILED;
+    }
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->idle, NULL);
     static const cn_token_target_ops ops = { target_fire, target_cancel, target_free };
@@ -126,4 +147,16 @@ uint32_t notify_register_dispatch(const char *name, int *out_token, dispatch_que
     return st;
 }
 
+/* The exported entry point, one symbol whoever compiles the library: with blocks, notify.h
+ * declares it with libdispatch's queue type and a block type; without, only this file does, with
+ * the same pointers as opaque types (what the Blocks ABI makes of them). */
+#ifdef __BLOCKS__
+uint32_t notify_register_dispatch(const char *name, int *out_token, dispatch_queue_t queue, notify_handler_t handler) {
+    return register_dispatch(name, out_token, (cn_queue_ref)queue, (cn_block_ref)(const void *)handler);
+}
+#else
+uint32_t notify_register_dispatch(const char *name, int *out_token, cn_queue_ref queue, cn_block_ref handler);
+uint32_t notify_register_dispatch(const char *name, int *out_token, cn_queue_ref queue, cn_block_ref handler) {
+    return register_dispatch(name, out_token, queue, handler);
+}
 #endif

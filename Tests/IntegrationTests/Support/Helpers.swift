@@ -27,3 +27,8 @@ func bucketInterface(_ name: String) -> String {
     let hex = String(h & 0xfff, radix: 16)
     return "org.darwinnotify.Notify.H" + String(repeating: "0", count: 3 - hex.count) + hex
 }
+
+/// The text of a NUL-terminated C buffer a C call filled.
+func cString(_ chars: [CChar]) -> String {
+    String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}

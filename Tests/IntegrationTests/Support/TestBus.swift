@@ -98,7 +98,7 @@ extension ChildProcess {
 
 func makeTemporaryDirectory(_ tag: String) throws -> String {
     var template = Array((NSTemporaryDirectory() + "darwin-notify-test-\(tag)-XXXXXX").utf8CString)
-    guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
         throw TestFailure("mkdtemp failed: \(errno)")
     }
     let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
