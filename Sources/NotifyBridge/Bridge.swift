@@ -216,15 +216,16 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     /// Publishes the state of `name` (retained) when it differs from the last one known. A
     /// name never seen with a state other than 0 has nothing to say. Another thread (the
     /// watcher, a post's delivery, an import) may change the file between our read and our
-    /// publication: so the value is read again after, and a different one is handled in turn,
-    /// until what we last handled is what the file holds.
+    /// publication: so after a publication the value is read again, and a different one is
+    /// handled in turn. A value found known publishes nothing and needs no second read (the
+    /// common case, once per exported post): a later write brings its own watcher event.
     private func localStateChanged(_ name: String, quiet: Bool = false) {
         guard isExported(name), mayCarry(name, direction: "export", quiet: quiet) else { return }
         let tracked = isImported(name)
         guard var value = try? center.state(of: name) else { return }
         // Bounded: a writer that never stops is met again by the watcher, one event per write.
         for _ in 0 ..< 4 {
-            publishStateIfChanged(name, value, tracked: tracked)
+            guard publishStateIfChanged(name, value, tracked: tracked) else { return }
             guard let now = try? center.state(of: name), now != value else { return }
             value = now
         }
@@ -232,18 +233,21 @@ public final class Bridge: MQTTClientDelegate, Sendable {
 
     /// Compares, records, tracks and publishes under the book's lock, so publications of one
     /// name leave in the order they were recorded. The publish only queues for the MQTT
-    /// thread: nothing under this lock waits for the broker.
-    private func publishStateIfChanged(_ name: String, _ value: UInt64, tracked: Bool, always: Bool = false) {
+    /// thread: nothing under this lock waits for the broker. True when it was news.
+    @discardableResult
+    private func publishStateIfChanged(_ name: String, _ value: UInt64, tracked: Bool, always: Bool = false) -> Bool {
         stateBook.withLock { book in
             let now = DispatchTime.now().uptimeNanoseconds
-            guard book.recordLocal(name, value, tracked: tracked, now: now, always: always) else { return }
+            guard book.recordLocal(name, value, tracked: tracked, now: now, always: always) else { return false }
             if publish(topic: TopicCodec.stateTopic(name), body: .state(value), retain: true) {
                 counters.withLock { $0.statesExported += 1 }
             } else if tracked {
                 book.echoed(name) // dropped: no echo will come for it
             }
+            return true
         }
     }
+
     /// Publishes with the next sequence number; false (and reported) when it was dropped.
     @discardableResult
     func publish(topic: String, body: BridgePayload.Body, retain: Bool = false) -> Bool {

@@ -6,6 +6,7 @@ import DarwinNotify
 import FoundationEssentials
 import Glibc
 import Synchronization
+import SystemPackage
 
 final class StateWatcher: Sendable {
     let directory: String
@@ -15,8 +16,13 @@ final class StateWatcher: Sendable {
     /// Watch descriptor → directory path.
     private let watched = Mutex<[Int32: String]>([:])
 
+    /// Where the state directory appears when it does not exist yet, and its name there.
+    private let parent: String, directoryName: String?
+
     init(directory: String, uid: uid_t, changed: @escaping @Sendable (String) -> Void) {
         self.directory = directory
+        parent = FilePath(directory).removingLastComponent().string
+        directoryName = FilePath(directory).lastComponent?.string
         self.uid = uid
         self.changed = changed
     }
@@ -28,7 +34,6 @@ final class StateWatcher: Sendable {
         guard descriptor >= 0 else { throw Failure(description: "inotify_init1: \(String(cString: strerror(errno)))") }
         fd.store(descriptor, ordering: .releasing)
         // The state directory may not exist yet (nobody set a state): wait for it from its parent.
-        let parent = Self.parent(of: directory)
         _ = addWatch(parent, mask: UInt32(IN_CREATE | IN_MOVED_TO))
         watchTree()
         BackgroundThread.start(name: "bridge states") { [self] in readEvents(descriptor) }
@@ -106,23 +111,13 @@ final class StateWatcher: Sendable {
                 guard let dir = watched.withLock({ $0[wd] }) else { continue }
                 if dir == directory {
                     if isRelevant(entry) { watchTree(report: true) } // plain/ or uid.N made after we started
-                } else if dir == Self.parent(of: directory) {
-                    if entry == Self.lastComponent(of: directory) { watchTree(report: true) } // the state directory appeared
+                } else if dir == parent {
+                    if entry == directoryName { watchTree(report: true) } // the state directory appeared
                 } else if let name = Self.name(inFile: dir + "/" + entry, named: entry) {
                     changed(name)
                 }
             }
         }
-    }
-
-    /// The directory holding `path` ("/" for a top-level one), and `path`'s last component.
-    static func parent(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
-    }
-
-    static func lastComponent(of path: String) -> String {
-        path.lastIndex(of: "/").map { String(path[path.index(after: $0)...]) } ?? path
     }
 
     /// The name a state file holds, if it is one (32 hex digits of the name's hash, checked
