@@ -101,8 +101,9 @@ let package = Package(
             // `swift run notify-bench` build them too.
             dependencies: ["DarwinNotify", "Wormhole", "cnotify-probe", "dbus-floor", "notifyutil", "wormhole-probe", "notify-bridge",
                            .product(name: "Histogram", package: "hdrhistogram-swift")],
-            // peers/peers.c is built by the benchmark itself with cc, against the peers' C libraries.
-            exclude: ["peers"]
+            // peers/peers.c is built by the benchmark itself with cc, against the peers' C libraries;
+            // cli-floor/ by its run.sh (start-up floors for `cli`).
+            exclude: ["peers", "cli-floor"]
         ),
         .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore", "Wormhole", "NotifyBridge"]),
         .testTarget(

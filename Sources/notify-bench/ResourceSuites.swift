@@ -50,7 +50,8 @@ func memorySuite(_ options: Options) throws -> [Metric] {
 }
 
 /// `cli`: wall time of `notifyutil -p` against `dbus-send --type=signal` for the same post,
-/// alternating, median of the runs (posix_spawn + waitpid, so the spawner adds little).
+/// alternating, median of the runs (posix_spawn + waitpid, so the spawner adds little). Executables
+/// given with `--cli-extra` join the alternation, as rows of their own against the same dbus-send.
 func cliSuite(_ options: Options) throws -> [Metric] {
     let bus = try PrivateBus()
     defer { bus.stop() }
@@ -58,17 +59,26 @@ func cliSuite(_ options: Options) throws -> [Metric] {
     let env = ["DARWIN_NOTIFY_BUS": bus.address]
     let notifyutil = Child.siblings + "/notifyutil"
     var ours: [Double] = [], theirs: [Double] = []
+    var extras = [[Double]](repeating: [], count: options.cliExtras.count)
     for _ in 0..<runs {
         // -z 0: Apple's 100 ms pause after a post is a feature of the tool, not a cost of posting.
         ours.append(try timeCommand(notifyutil, ["-z", "0", "-p", "cli.x"], environment: env))
         theirs.append(try timeCommand("/usr/bin/dbus-send", ["--bus=\(bus.address)", "--type=signal", "/org/darwinnotify",
                                                             "org.darwinnotify.Notify.Post", "string:cli.x"], environment: [:]))
+        for (k, path) in options.cliExtras.enumerated() {
+            extras[k].append(try timeCommand(path, ["-z", "0", "-p", "cli.x"], environment: env))
+        }
     }
     func median(_ v: [Double]) -> Double { let s = v.sorted(); return s[s.count / 2] }
-    return [
+    var rows = [
         Metric(label: "dbus-send --type=signal, median of \(runs)", value: median(theirs), unit: "ms", reference: nil, goal: .none),
         Metric(label: "notifyutil -z 0 -p, median of \(runs)", value: median(ours), unit: "ms", reference: median(theirs), goal: .atMost(1.0)),
     ]
+    for (k, path) in options.cliExtras.enumerated() {
+        rows.append(Metric(label: "\((path as NSString).lastPathComponent), median of \(runs)", value: median(extras[k]), unit: "ms",
+                           reference: median(theirs), goal: .none))
+    }
+    return rows
 }
 
 /// `throughput`: one poster floods one observer in another process, as fast as it can; the

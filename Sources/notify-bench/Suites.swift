@@ -6,6 +6,9 @@ struct Options {
     var warmup = 300
     var json = false
     var strict = false
+    /// `cli`: more executables timed in the same alternation as notifyutil and dbus-send, each run
+    /// as `PATH -z 0 -p NAME` (cli-floor/run.sh passes the start-up floors it builds).
+    var cliExtras: [String] = []
 }
 
 /// `latency`: post → callback in another process, ours against the raw-libdbus floor. The variants

@@ -14,7 +14,7 @@ if arguments.count >= 2, arguments[0] == "_peer-sub" {
 }
 
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: notify-bench latency|names|throughput|fanout|check|wormhole|memory|cli|bridge|peers|all [--samples N] [--rounds N] [--warmup N] [--json] [--strict]\n".utf8))
+    FileHandle.standardError.write(Data("usage: notify-bench latency|names|throughput|fanout|check|wormhole|memory|cli|bridge|peers|all [--samples N] [--rounds N] [--warmup N] [--json] [--strict] [--cli-extra PATH]...\n".utf8))
     exit(64)
 }
 
@@ -24,6 +24,10 @@ var i = 0
 while i < arguments.count {
     switch arguments[i] {
     case "--json": options.json = true
+    case "--cli-extra":
+        guard i + 1 < arguments.count, arguments[i + 1].hasPrefix("/") else { usage() }
+        options.cliExtras.append(arguments[i + 1])
+        i += 1
     case "--strict": options.strict = true
     case "--samples", "--rounds", "--warmup":
         guard i + 1 < arguments.count, let n = Int(arguments[i + 1]), n > 0 else { usage() }
