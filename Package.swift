@@ -27,6 +27,7 @@ let package = Package(
         .executable(name: "wormhole", targets: ["wormhole"]),
         // One local bus ↔ an MQTT broker (docs/BRIDGE.md).
         .executable(name: "notify-bridge", targets: ["notify-bridge"]),
+        .executable(name: "distnotify", targets: ["distnotify"]),
     ],
     dependencies: [
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
@@ -68,7 +69,12 @@ let package = Package(
             dependencies: ["NotifyBridge", "DarwinNotify", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CDBus"]),
-        .target(name: "DarwinNotifyFoundation", dependencies: ["DarwinNotify"]),
+        // Distributed notifications from the shell: FoundationEssentials, like wormhole.
+        .executableTarget(
+            name: "distnotify",
+            dependencies: ["DarwinNotify", "CNotify", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .target(name: "DarwinNotifyFoundation", dependencies: ["DarwinNotify", "CNotify"]),
         // notifyutil links the Swift runtime statically (-static-stdlib) and glibc and libdbus
         // shared, as every Debian program links them: a command-line post is mostly process
         // start-up, and loading the Swift runtime's shared libraries took 2 ms, twice dbus-send's
@@ -110,7 +116,8 @@ let package = Package(
             name: "IntegrationTests",
             // Not notifyutil: its static-link flag would reach this bundle's link. The tests run the
             // binary that `swift build` (README) makes.
-            dependencies: ["DarwinNotify", "CNotify", "Wormhole", "DarwinNotifyFoundation", "cnotify-probe", "wormhole", "wormhole-probe", "notify-bridge"]
+            dependencies: ["DarwinNotify", "CNotify", "Wormhole", "DarwinNotifyFoundation", "cnotify-probe", "wormhole", "wormhole-probe", "notify-bridge",
+                           "distnotify"]
         ),
     ]
 )

@@ -39,10 +39,10 @@ struct ProtocolVectorTests {
         return Data(input[input.index(after: open) ..< close].utf8)
     }
 
-    @Test("the section has the table and the three samples")
+    @Test("the section has the table and the four samples")
     func present() {
-        #expect(ProtocolVectorTests.rows.count >= 6, "\(ProtocolVectorTests.rows)")
-        #expect(ProtocolVectorTests.blocks.count == 3, "\(ProtocolVectorTests.blocks)")
+        #expect(ProtocolVectorTests.rows.count >= 8, "\(ProtocolVectorTests.rows)")
+        #expect(ProtocolVectorTests.blocks.count == 4, "\(ProtocolVectorTests.blocks)")
     }
 
     @Test("every table row matches the code")
@@ -88,6 +88,10 @@ struct ProtocolVectorTests {
                 #expect(CNotify_protocol_parse_post(bytes, length, &name, name.count, &seq, &hasSeq) == 0)
                 #expect(cString(name) == parts[0] && seq == UInt64(parts[1])! && hasSeq == 1)
                 CNotify_protocol_free(bytes)
+            case "distributed match rule":
+                var out = [CChar](repeating: 0, count: 1100)
+                #expect(CNotify_protocol_distributed_match_rule(input == "every name" ? nil : input, &out, out.count) == 0)
+                #expect(cString(out) == row.value, "\(row)")
             default:
                 Issue.record("a vector the test does not know: \(row)")
             }
@@ -133,5 +137,22 @@ struct ProtocolVectorTests {
         let source = (try? String(contentsOf: root.appendingPathComponent("Shims/CNotify/base/credentials.c"), encoding: .utf8)) ?? ""
         #expect(source.contains("#define CN_CREDENTIAL_MAGIC \"darwin-notify-credential 1\\n\""))
         #expect(source.contains("CN_CREDENTIAL_MAGIC \"%s\\n%s\\n%s\\n%llu\\n\", bus_id, sender, name"))
+    }
+
+    @Test("the sample Distributed Post is what the library marshals, byte for byte")
+    func distributedPost() throws {
+        let hex = ProtocolVectorTests.blocks[3].split(whereSeparator: { $0 == " " || $0 == "\n" })
+        let documented = Data(hex.compactMap { UInt8($0, radix: 16) })
+        #expect(documented.count == 244)
+        let info = try #require(CNotify_plist_dictionary())
+        defer { CNotify_plist_free(info) }
+        #expect(CNotify_plist_set(info, "theme", CNotify_plist_string("dark")) == 0)
+        #expect(CNotify_plist_set(info, "size", CNotify_plist_integer(12)) == 0)
+        var bytes: UnsafeMutablePointer<CChar>?
+        var length: Int32 = 0
+        #expect(CNotify_protocol_build_distributed("com.example.settings", "prefs", info, 3, 0x0011_2233_4455_6677, 1, &bytes, &length) == 0,
+                "\(String(cString: CNotify_last_error()))")
+        defer { CNotify_protocol_free(bytes) }
+        #expect(Data(bytes: try #require(bytes), count: Int(length)) == documented)
     }
 }

@@ -21,6 +21,7 @@
 #include <sys/types.h>
 #include <time.h>
 #include "../include/darwin_notify.h"
+#include "../include/darwin_notify_distributed.h"
 
 /*
  * ---- Lock order (the one table; docs/DESIGN.md copies it) ----
@@ -138,6 +139,8 @@ void cn_completion_signal(cn_completion *w);
 int cn_completion_wait(cn_completion *w, int (*done)(void *), void *arg, long timeout_ms);
 
 /* ---- names.c: the names policy (`self.`, `user.uid.N`, validation) ---- */
+/* UTF-8 as D-Bus accepts it in a string: well formed, shortest form, no surrogate. */
+int cn_utf8_valid(const char *text);
 /* `self.` names (Apple's word) never leave the process and need no bus. */
 int cn_is_self_name(const char *name);
 /* `self` or a namespace under it: its posts never travel, so it needs no rule. */
@@ -161,6 +164,9 @@ uint32_t cn_validate_namespace(const char *ns);
 #define CN_BUCKET_INTERFACE_LEN 32 /* "org.darwinnotify.Notify.Hxxx" and its NUL */
 #define CN_COMPAT_RULE "type='signal',path='" CN_PATH "',interface='" CN_INTERFACE "',member='" CN_MEMBER "'"
 #define CN_CATCHALL_RULE "type='signal',path='" CN_PATH "',member='" CN_MEMBER "'"
+/* Distributed notifications (PROTOCOL.md "Distributed notifications"): one interface, no buckets. */
+#define CN_DISTRIBUTED_INTERFACE "org.darwinnotify.Distributed"
+#define CN_DISTRIBUTED_RULE "type='signal',path='" CN_PATH "',interface='" CN_DISTRIBUTED_INTERFACE "',member='" CN_MEMBER "'"
 #define CN_RULE_MAX 1024   /* DBUS_MAXIMUM_MATCH_RULE_LENGTH */
 #define CN_BUS_ID_LEN 32   /* a bus id (GetId): 32 hex digits */
 /* A post may add at most this many to `gaps` (a forged or restarted sequence must not count
@@ -176,6 +182,8 @@ void cn_bucket_interface(const char *name, char buf[CN_BUCKET_INTERFACE_LEN]);
 void cn_name_rule(const char *name, char *buf, size_t len);
 /* The match rule that selects every post of `ns` and of the names under it (arg0namespace). */
 void cn_namespace_rule(const char *ns, char *buf, size_t len);
+/* The match rule that selects the distributed posts of `name` ("": of every name). */
+void cn_distributed_rule(const char *name, char *buf, size_t len);
 size_t cn_namespace_rule_prefix(const char *ns);
 /* The next sequence number of `name` in `counts` (name -> last number): 1, 2, ...; 0 when out of
  * memory (sent unnumbered). The table is bounded: a receiver reads a restart at 1 as a reset. */
@@ -212,6 +220,10 @@ int cn_state_find_uid_dir(const char *root, uid_t n, char *out, size_t len);
 uint32_t cn_state_make_uid_dir(const char *root, uid_t n, char *out, size_t len);
 int cn_state_move_aside(const char *dir, const char *path);
 int cn_state_temp_file(const char *dir, char *path, size_t len);
+
+/* ---- plist.c: the userInfo of distributed notifications (CNotify_plist_* builds and reads) ---- */
+size_t cn_plist_depth(const CNotify_plist *p);   /* containers nested: 0 for a string or number */
+size_t cn_plist_weight(const CNotify_plist *p);  /* what counts against CNOTIFY_PLIST_MAX_BYTES */
 
 /* ---- test hooks: inert unless the environment of a test's child names them ---- */
 /* DARWIN_NOTIFY_TEST_START_DELAY_MS: widens the moment between the loop thread's creation and

@@ -10,7 +10,8 @@
 
 /* UTF-8 as D-Bus accepts it in a string (the names travel as one): well formed, shortest form, no
  * surrogate, nothing past U+10FFFF. Ours rather than libdbus's, so the names policy needs no bus. */
-static int utf8_valid(const unsigned char *s) {
+int cn_utf8_valid(const char *text) {
+    const unsigned char *s = (const unsigned char *)text;
     while (*s) {
         unsigned c = *s, n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : 4;
         if (n == 4) return 0;
@@ -41,7 +42,7 @@ uint32_t CNotify_validate_name(const char *name) {
         cn_set_error("notification name is %zu bytes; the limit is %d", len, CNOTIFY_NAME_MAX);
         return NOTIFY_STATUS_INVALID_NAME;
     }
-    if (!utf8_valid((const unsigned char *)name)) {
+    if (!cn_utf8_valid(name)) {
         cn_set_error("notification name is not valid UTF-8");
         return NOTIFY_STATUS_INVALID_NAME;
     }

@@ -33,15 +33,15 @@ void CNotify_bucket_interface(const char *name, char out[32]) {
 
 /* ---- PROTOCOL.md "Match rules" ---- */
 
-void cn_name_rule(const char *name, char *buf, size_t len) {
-    char iface[CN_BUCKET_INTERFACE_LEN];
-    cn_bucket_interface(name, iface);
-    int head = snprintf(buf, len, "type='signal',path='" CN_PATH "',interface='%s',member='" CN_MEMBER "'", iface);
-    /* In a match rule a quote inside a value is written '\'' (close, escaped quote, reopen). */
+/* `head` and then, when it fits, ",arg0='<name>'": the receiver filters again, so a name too long
+ * for a rule keeps the wider one. In a match rule a quote inside a value is written '\'' (close,
+ * escaped quote, reopen). */
+static void rule_with_arg0(char *buf, size_t len, int head, const char *name) {
+    if (head < 0 || (size_t)head >= len) return;
     size_t escaped = 0;
     for (const char *p = name; *p; p++) escaped += *p == '\'' ? 4 : 1;
     size_t total = (size_t)head + strlen(",arg0=''") + escaped;
-    if (total >= CN_RULE_MAX || total >= len) return; /* too long: keep the bucket rule */
+    if (total >= CN_RULE_MAX || total >= len) return;
     char *out = buf + head;
     out += sprintf(out, ",arg0='");
     for (const char *p = name; *p; p++) {
@@ -50,6 +50,18 @@ void cn_name_rule(const char *name, char *buf, size_t len) {
     }
     *out++ = '\'';
     *out = '\0';
+}
+
+void cn_name_rule(const char *name, char *buf, size_t len) {
+    char iface[CN_BUCKET_INTERFACE_LEN];
+    cn_bucket_interface(name, iface);
+    int head = snprintf(buf, len, "type='signal',path='" CN_PATH "',interface='%s',member='" CN_MEMBER "'", iface);
+    rule_with_arg0(buf, len, head, name); /* too long: the bucket rule */
+}
+
+void cn_distributed_rule(const char *name, char *buf, size_t len) {
+    int head = snprintf(buf, len, "%s", CN_DISTRIBUTED_RULE);
+    if (name[0]) rule_with_arg0(buf, len, head, name); /* "": every name */
 }
 
 /* The longest prefix of `ns` (whole elements) that D-Bus's arg0namespace accepts: up to the first

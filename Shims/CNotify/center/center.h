@@ -24,6 +24,9 @@ typedef struct cn_entry {
     int removed;
     int pins;                  /* delivery snapshots holding this entry; never negative */
     int is_namespace;          /* observes `name` and every name under it (name.*) */
+    /* distributed handlers (the center's `distributed` registry; name "" for every name): */
+    CNotify_distributed_handler distributed_handler;
+    char *object;              /* NULL: any object */
 } cn_entry;
 typedef struct cn_name_slot {
     cn_entry **entries;
@@ -67,16 +70,16 @@ void cn_registry_end_run(cn_registry *r, cn_entry *e, int ran);
 typedef struct cn_subscriptions {
     pthread_mutex_t lock;
     pthread_cond_t cond;            /* a subscription settled */
-    cn_map names, namespaces;       /* key -> cn_subscription */
+    cn_map keys[CN_KEY_KINDS];      /* by cn_key_kind: key -> cn_subscription */
 } cn_subscriptions;
 void cn_subs_init(cn_subscriptions *s);
 void cn_subs_free(cn_subscriptions *s);
 /* One more registration of `key`: returns once the transport brings its posts (or is reconnecting,
  * and will). `may_wait` 0 on the loop thread, which must not wait for another thread's request
  * (it is the one that would read the answer). */
-uint32_t cn_subs_retain(cn_subscriptions *s, cn_transport *t, const char *key, int is_namespace, int may_wait);
+uint32_t cn_subs_retain(cn_subscriptions *s, cn_transport *t, const char *key, cn_key_kind kind, int may_wait);
 /* `n` registrations of `key` fewer; the last one gone, the transport stops bringing it. */
-void cn_subs_release(cn_subscriptions *s, cn_transport *t, const char *key, int is_namespace, size_t n);
+void cn_subs_release(cn_subscriptions *s, cn_transport *t, const char *key, cn_key_kind kind, size_t n);
 /* A connection of generation `gen` is in use: every key on it, with no reply awaited. */
 void cn_subs_resubscribe(cn_subscriptions *s, cn_transport *t, uint64_t gen);
 
@@ -94,6 +97,7 @@ typedef struct cn_counters {
     _Atomic uint64_t received, delivered, gaps, reconnects, rejected;
     _Atomic uint64_t unmatched;     /* received, wanted by no observer (a wider rule's cost) */
     _Atomic uint64_t duplicates;    /* the same post a second time (PROTOCOL.md "Origins") */
+    _Atomic uint64_t distributed_received, distributed_delivered, distributed_dropped, distributed_gaps;
 } cn_counters;
 
 /* ---- delivery.c: a post to its observers, one callback of a center at a time ---- */
@@ -130,12 +134,16 @@ void cn_delivery_defer_destroy(CNotify_center *c);
 void cn_delivery_close(CNotify_center *c);
 /* The post this thread is delivering for `c`, or NULL. */
 const cn_received_post *cn_delivering_post(CNotify_center *c);
+/* Delivers a distributed post (loop thread) to the handlers of its name and of every name whose
+ * object filter it passes, as cn_deliver does for posts. */
+void cn_deliver_distributed(CNotify_center *c, const cn_received_distributed *post, int from_this_center);
 
 /* ---- outbox.c: numbering and sending posts ---- */
 typedef struct cn_outbox {
     pthread_mutex_t lock;           /* post_counts: short, never across a send */
     pthread_mutex_t restricted_lock;/* restricted posts leave in the order of their numbers */
     cn_map post_counts;             /* name -> posts so far by this origin (the sequence) */
+    cn_map distributed_counts;      /* the same for distributed posts, numbered apart */
     uint64_t origin;                /* who we are, whatever connection carries our posts */
     uint64_t previous_origin;       /* the one before (posts of it may still arrive) */
 } cn_outbox;
@@ -143,6 +151,7 @@ void cn_outbox_init(cn_outbox *o);
 void cn_outbox_free(cn_outbox *o);
 int cn_outbox_set_origin(cn_outbox *o);              /* 0, or -1 with no randomness */
 uint32_t cn_outbox_post(CNotify_center *c, const char *name, int restricted);
+uint32_t cn_outbox_post_distributed(CNotify_center *c, const cn_outgoing_distributed *post);
 int cn_outbox_is_ours(cn_outbox *o, uint64_t origin);
 
 /* ---- state.c: the values of names ---- */
@@ -173,8 +182,10 @@ struct CNotify_center {
     cn_loop loop;
     cn_transport *transport;
     cn_registry registry;
+    cn_registry distributed;        /* distributed handlers, by name ("" for every name) */
     cn_subscriptions subs;
     cn_received received;
+    cn_received distributed_received;
     cn_delivery delivery;
     cn_outbox outbox;
     cn_state_store state;
@@ -197,6 +208,12 @@ uint32_t cn_center_flush(CNotify_center *c, int timeout_ms);
 const char *cn_center_address(CNotify_center *c);
 void cn_center_stats(CNotify_center *c, CNotify_stats *out);
 uint64_t cn_center_unmatched(CNotify_center *c);
+void cn_center_distributed_stats(CNotify_center *c, CNotify_distributed_stats *out);
+/* Distributed notifications (center_ops.c): the arguments checked by the API already. */
+uint32_t cn_center_post_distributed(CNotify_center *c, const char *name, const char *object, const CNotify_plist *user_info,
+                                    uint32_t options);
+uint32_t cn_center_add_distributed(CNotify_center *c, cn_entry *e, uint64_t *out_id);
+uint32_t cn_center_remove_distributed(CNotify_center *c, uint64_t id);
 
 /* ---- center_ops.c: what the API asks of a center (arguments already checked) ---- */
 uint32_t cn_center_post(CNotify_center *c, const char *name);

@@ -147,6 +147,46 @@ uint32_t cn_deliver_self(CNotify_center *c, const char *name) {
     return NOTIFY_STATUS_OK;
 }
 
+/* ---- distributed posts ---- */
+
+static int object_passes(const cn_entry *e, const char *object) {
+    return !e->object || (object && strcmp(e->object, object) == 0);
+}
+
+/* The handlers of one registry key ("" for every name) whose object filter `post` passes. */
+static size_t run_distributed_key(CNotify_center *c, const char *key, const CNotify_distributed_note *note) {
+    cn_entry *stack[16], **snap;
+    size_t n = cn_registry_snapshot(&c->distributed, key, stack, 16, &snap), ran_any = 0;
+    for (size_t i = 0; i < n; i++) {
+        cn_entry *e = snap[i];
+        int run = object_passes(e, note->object) && !destroy_wanted(c) && cn_registry_begin_run(&c->distributed, e);
+        if (run) {
+            e->distributed_handler(e->context, note);
+            atomic_fetch_add_explicit(&c->counters.distributed_delivered, 1, memory_order_relaxed);
+            ran_any++;
+        }
+        cn_registry_end_run(&c->distributed, e, run);
+    }
+    if (snap != stack) free(snap);
+    return ran_any;
+}
+
+void cn_deliver_distributed(CNotify_center *c, const cn_received_distributed *post, int from_this_center) {
+    pthread_mutex_lock(&c->delivery.lock);
+    if (!destroy_wanted(c)) {
+        CNotify_center *outer = tl_delivering;
+        tl_delivering = c; /* a callback's `self.` posts and destroy wait for the end, as for posts */
+        CNotify_distributed_note note = { post->name, post->object, post->user_info, post->sender,
+                                          post->has_seq ? post->seq : 0, from_this_center, post->options };
+        atomic_fetch_add_explicit(&c->counters.distributed_received, 1, memory_order_relaxed);
+        run_distributed_key(c, post->name, &note);
+        run_distributed_key(c, "", &note);
+        tl_delivering = outer;
+    }
+    pthread_mutex_unlock(&c->delivery.lock);
+    self_queue_kick(c);
+}
+
 void cn_deliver(CNotify_center *c, const cn_received_post *post) {
     pthread_mutex_lock(&c->delivery.lock);
     deliver_locked(c, post);

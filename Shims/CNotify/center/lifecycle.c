@@ -64,6 +64,23 @@ static void on_post_rejected(void *ctx) {
     atomic_fetch_add_explicit(&c->counters.rejected, 1, memory_order_relaxed);
 }
 
+static void on_distributed_arrived(void *ctx, const cn_received_distributed *post) {
+    CNotify_center *c = ctx;
+    uint64_t gaps;
+    cn_received_post numbered = { post->name, post->sender, post->origin, post->seq, post->has_seq };
+    if (cn_received_note(&c->distributed_received, &numbered, &gaps) == CN_POST_DUPLICATE) {
+        atomic_fetch_add_explicit(&c->counters.duplicates, 1, memory_order_relaxed);
+        return;
+    }
+    if (gaps) atomic_fetch_add_explicit(&c->counters.distributed_gaps, gaps, memory_order_relaxed);
+    cn_deliver_distributed(c, post, post->origin && cn_outbox_is_ours(&c->outbox, post->origin));
+}
+
+static void on_distributed_dropped(void *ctx) {
+    CNotify_center *c = ctx;
+    atomic_fetch_add_explicit(&c->counters.distributed_dropped, 1, memory_order_relaxed);
+}
+
 static void on_connected(void *ctx, uint64_t gen, int again) {
     CNotify_center *c = ctx;
     if (again) atomic_fetch_add_explicit(&c->counters.reconnects, 1, memory_order_relaxed);
@@ -75,6 +92,7 @@ static void on_disconnected(void *ctx) {
     /* Senders' numbers were true of that connection's bus instance only: a restarted daemon hands
      * out the same unique names (:1.1, ...) to other processes. */
     cn_received_forget(&c->received);
+    cn_received_forget(&c->distributed_received);
 }
 
 /* ---- creation and the end ---- */
@@ -82,9 +100,11 @@ static void on_disconnected(void *ctx) {
 static void center_free(CNotify_center *c) {
     /* The loop has ended (joined, or ending on this thread): nothing is pinned or running. */
     cn_registry_free(&c->registry);
+    cn_registry_free(&c->distributed);
     cn_subs_free(&c->subs);
     cn_delivery_free(&c->delivery);
     cn_received_forget(&c->received);
+    cn_received_forget(&c->distributed_received);
     cn_outbox_free(&c->outbox);
     cn_state_free(&c->state);
     if (c->transport) c->transport->ops->destroy(c->transport);
@@ -112,10 +132,14 @@ static CNotify_center *center_alloc(const char *bus, int resolved, cn_bus_kind k
         free(c);
         return NULL;
     }
-    cn_transport_events events = { c, on_post_arrived, on_post_rejected, on_connected, on_disconnected };
+    cn_transport_events events = { .ctx = c, .post_arrived = on_post_arrived, .post_rejected = on_post_rejected,
+                                   .distributed_arrived = on_distributed_arrived,
+                                   .distributed_dropped = on_distributed_dropped, .connected = on_connected,
+                                   .disconnected = on_disconnected };
     c->transport = cn_bus_transport_new(bus, resolved, kind, address, &c->loop, events);
     atomic_init(&c->lifecycle, CN_LIFE_LIVE);
     cn_registry_init(&c->registry);
+    cn_registry_init(&c->distributed);
     cn_subs_init(&c->subs);
     cn_delivery_init(&c->delivery, (cn_delivery_owner){ c, destroyed_in_callback });
     cn_outbox_init(&c->outbox);
@@ -193,3 +217,10 @@ void cn_center_stats(CNotify_center *c, CNotify_stats *out) {
 }
 
 uint64_t cn_center_unmatched(CNotify_center *c) { return atomic_load(&c->counters.unmatched); }
+
+void cn_center_distributed_stats(CNotify_center *c, CNotify_distributed_stats *out) {
+    out->received = atomic_load(&c->counters.distributed_received);
+    out->delivered = atomic_load(&c->counters.distributed_delivered);
+    out->dropped = atomic_load(&c->counters.distributed_dropped);
+    out->gaps = atomic_load(&c->counters.distributed_gaps);
+}

@@ -21,6 +21,7 @@ void cn_outbox_init(cn_outbox *o) {
 
 void cn_outbox_free(cn_outbox *o) {
     cn_map_clear(&o->post_counts, NULL);
+    cn_map_clear(&o->distributed_counts, NULL);
     pthread_mutex_destroy(&o->lock);
     pthread_mutex_destroy(&o->restricted_lock);
 }
@@ -31,10 +32,11 @@ int cn_outbox_set_origin(cn_outbox *o) { return cn_origin_new(&o->origin); }
  * only ever go up, so a receiver can read a repeated number as a repeated post. */
 static void bound_counts_locked(cn_outbox *o) {
     CN_ASSERT_HELD(&o->lock);
-    if (o->post_counts.count <= CN_MAP_BOUND) return;
+    if (o->post_counts.count <= CN_MAP_BOUND && o->distributed_counts.count <= CN_MAP_BOUND) return;
     uint64_t fresh;
     if (cn_origin_new(&fresh) != 0) return; /* no randomness now: keep counting */
     cn_map_clear(&o->post_counts, NULL);
+    cn_map_clear(&o->distributed_counts, NULL);
     o->previous_origin = o->origin;
     o->origin = fresh;
 }
@@ -60,6 +62,22 @@ uint32_t cn_outbox_post(CNotify_center *c, const char *name, int restricted) {
     pthread_mutex_lock(&c->outbox.restricted_lock);
     st = number_and_send(c, name, 1);
     pthread_mutex_unlock(&c->outbox.restricted_lock);
+    return st;
+}
+
+/* A distributed post: numbered per name apart from posts, sent under outbox.lock like them (so
+ * one name's numbers leave in order); `post` comes with name, object and userInfo. */
+uint32_t cn_outbox_post_distributed(CNotify_center *c, const cn_outgoing_distributed *post) {
+    uint32_t st = c->transport->ops->ready(c->transport);
+    if (st != NOTIFY_STATUS_OK) return st;
+    cn_outbox *o = &c->outbox;
+    pthread_mutex_lock(&o->lock);
+    bound_counts_locked(o);
+    cn_outgoing_distributed numbered = *post;
+    numbered.seq = cn_post_next_seq(&o->distributed_counts, post->name);
+    numbered.origin = o->origin;
+    st = c->transport->ops->send_distributed(c->transport, &numbered);
+    pthread_mutex_unlock(&o->lock);
     return st;
 }
 

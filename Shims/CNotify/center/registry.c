@@ -22,6 +22,7 @@ static void free_entry(cn_entry *e) {
     assert(e->pins == 0);
     if (e->release) e->release(e->context);
     free(e->name);
+    free(e->object);
     free(e);
 }
 
@@ -73,6 +74,7 @@ uint32_t cn_registry_add(cn_registry *r, cn_entry *e, uint64_t *id) {
     if (!slot) {
         pthread_mutex_unlock(&r->lock);
         free(e->name);
+        free(e->object);
         free(e);
         cn_set_error("out of memory");
         return NOTIFY_STATUS_FAILED;

@@ -1,6 +1,6 @@
 /*
- * subscriptions.c: the subscription set. Each name or namespace with at least one registration
- * (`self.` keys aside: they never travel) is a subscription the transport must bring, counted by
+ * subscriptions.c: the subscription set. Each key (a name, a namespace, or a distributed name:
+ * cn_key_kind) with at least one registration (`self.` keys aside: they never travel) is a subscription the transport must bring, counted by
  * registrations, and marked with the connection generation it was made on. A registration
  * returns only once its subscription is in place, so posts made by others after it returns are
  * delivered; the last registration gone, the subscription goes too.
@@ -25,32 +25,31 @@ void cn_subs_init(cn_subscriptions *s) {
 }
 
 void cn_subs_free(cn_subscriptions *s) {
-    cn_map_clear(&s->names, free);
-    cn_map_clear(&s->namespaces, free);
+    for (int kind = 0; kind < CN_KEY_KINDS; kind++) cn_map_clear(&s->keys[kind], free);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
 }
 
-static cn_map *map_of(cn_subscriptions *s, int is_namespace) { return is_namespace ? &s->namespaces : &s->names; }
+static cn_map *map_of(cn_subscriptions *s, cn_key_kind kind) { return &s->keys[kind]; }
 
 /* Waits (subs.lock held, released while waiting) while another thread's request for `key` on
  * `gen` is unanswered. Returns the subscription, or NULL when the key went meanwhile. */
 static cn_subscription *await_in_flight_locked(cn_subscriptions *s, cn_transport *t, const char *key,
-                                               int is_namespace, uint64_t gen) {
+                                               cn_key_kind kind, uint64_t gen) {
     CN_ASSERT_HELD(&s->lock);
     cn_subscription *sub;
-    while ((sub = cn_map_get(map_of(s, is_namespace), key)) && sub->in_flight && sub->gen == gen &&
+    while ((sub = cn_map_get(map_of(s, kind), key)) && sub->in_flight && sub->gen == gen &&
            t->ops->generation(t) == gen)
         pthread_cond_wait(&s->cond, &s->lock);
     return sub;
 }
 
-uint32_t cn_subs_retain(cn_subscriptions *s, cn_transport *t, const char *key, int is_namespace, int may_wait) {
+uint32_t cn_subs_retain(cn_subscriptions *s, cn_transport *t, const char *key, cn_key_kind kind, int may_wait) {
     pthread_mutex_lock(&s->lock);
-    void **slot = cn_map_upsert(map_of(s, is_namespace), key);
+    void **slot = cn_map_upsert(map_of(s, kind), key);
     cn_subscription *sub = slot ? (*slot ? *slot : (*slot = calloc(1, sizeof(cn_subscription)))) : NULL;
     if (!sub) {
-        if (slot) cn_map_remove(map_of(s, is_namespace), key);
+        if (slot) cn_map_remove(map_of(s, kind), key);
         pthread_mutex_unlock(&s->lock);
         cn_set_error("out of memory");
         return NOTIFY_STATUS_FAILED;
@@ -60,17 +59,17 @@ uint32_t cn_subs_retain(cn_subscriptions *s, cn_transport *t, const char *key, i
     if (gen == 0 || sub->gen == gen) { /* reconnecting (it will be added), or there already */
         /* Another thread is adding it: return only once the transport has it (not on the loop
          * thread, which would be the one to read the answer). */
-        if (gen && sub->in_flight && may_wait) await_in_flight_locked(s, t, key, is_namespace, gen);
+        if (gen && sub->in_flight && may_wait) await_in_flight_locked(s, t, key, kind, gen);
         pthread_mutex_unlock(&s->lock);
         return NOTIFY_STATUS_OK;
     }
     sub->gen = gen;
     sub->in_flight = 1;
-    cn_rule_request *request = t->ops->subscribe_begin(t, key, is_namespace, gen);
+    cn_rule_request *request = t->ops->subscribe_begin(t, key, kind, gen);
     pthread_mutex_unlock(&s->lock);
     uint32_t st = t->ops->subscribe_finish(t, request, key);
     pthread_mutex_lock(&s->lock);
-    sub = cn_map_get(map_of(s, is_namespace), key);
+    sub = cn_map_get(map_of(s, kind), key);
     if (sub && sub->gen == gen) {
         sub->in_flight = 0;
         if (st != NOTIFY_STATUS_OK) sub->gen = 0; /* never added: nothing to remove */
@@ -80,33 +79,33 @@ uint32_t cn_subs_retain(cn_subscriptions *s, cn_transport *t, const char *key, i
     return st;
 }
 
-void cn_subs_release(cn_subscriptions *s, cn_transport *t, const char *key, int is_namespace, size_t n) {
+void cn_subs_release(cn_subscriptions *s, cn_transport *t, const char *key, cn_key_kind kind, size_t n) {
     pthread_mutex_lock(&s->lock);
-    cn_subscription *sub = cn_map_get(map_of(s, is_namespace), key);
+    cn_subscription *sub = cn_map_get(map_of(s, kind), key);
     if (sub && (sub->refs -= sub->refs < n ? sub->refs : n) == 0) {
-        if (sub->gen) t->ops->unsubscribe(t, key, is_namespace, sub->gen);
-        free(cn_map_remove(map_of(s, is_namespace), key));
+        if (sub->gen) t->ops->unsubscribe(t, key, kind, sub->gen);
+        free(cn_map_remove(map_of(s, kind), key));
         pthread_cond_broadcast(&s->cond); /* a waiter on its request: the key is gone */
     }
     pthread_mutex_unlock(&s->lock);
 }
 
-typedef struct { cn_transport *t; uint64_t gen; int is_namespace; } resubscribing;
+typedef struct { cn_transport *t; uint64_t gen; cn_key_kind kind; } resubscribing;
 
 static void resubscribe_one(const char *key, void *value, void *arg) {
     resubscribing *r = arg;
     cn_subscription *sub = value;
     if (sub->gen == r->gen) return; /* a registrant added it on this connection already */
-    r->t->ops->subscribe_now(r->t, key, r->is_namespace, r->gen);
+    r->t->ops->subscribe_now(r->t, key, r->kind, r->gen);
     sub->gen = r->gen;
     sub->in_flight = 0;
 }
 
 void cn_subs_resubscribe(cn_subscriptions *s, cn_transport *t, uint64_t gen) {
     pthread_mutex_lock(&s->lock);
-    for (int ns = 0; ns <= 1; ns++) {
-        resubscribing r = { t, gen, ns };
-        cn_map_each(map_of(s, ns), resubscribe_one, &r);
+    for (int kind = 0; kind < CN_KEY_KINDS; kind++) {
+        resubscribing r = { t, gen, (cn_key_kind)kind };
+        cn_map_each(map_of(s, (cn_key_kind)kind), resubscribe_one, &r);
     }
     pthread_cond_broadcast(&s->cond); /* registrants waiting on the old connection's requests */
     pthread_mutex_unlock(&s->lock);

@@ -4,7 +4,7 @@
  * named in its heading; another file touches it only through that file's functions.
  *
  * Order of the files (each calls only those listed before it): bus_resolve, embedded_dir, embedded_bus, bus_places,
- * bus_wire, bus_gate, bus_watches, bus_link, bus_rules, bus_receive, bus_send, bus_transport.
+ * bus_wire, bus_distributed, bus_gate, bus_watches, bus_link, bus_rules, bus_receive, bus_send, bus_transport.
  */
 #ifndef CNOTIFY_BUS_H
 #define CNOTIFY_BUS_H
@@ -39,6 +39,18 @@ typedef struct cn_wire_post {
 DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, uint64_t origin);
 typedef enum { CN_WIRE_NOT_OURS, CN_WIRE_MALFORMED, CN_WIRE_POST } cn_wire_result;
 cn_wire_result cn_wire_parse(DBusMessage *msg, cn_wire_post *out);
+
+/* ---- bus_distributed.c: the Distributed Post message (PROTOCOL.md "Distributed notifications") ---- */
+typedef struct cn_wire_distributed {
+    const char *name, *object;  /* point into the message; object NULL: none */
+    CNotify_plist *user_info;   /* the caller frees it; NULL: none */
+    uint64_t seq, origin;
+    int has_seq;
+    uint32_t options;
+} cn_wire_distributed;
+DBusMessage *cn_distributed_build(const cn_outgoing_distributed *post);
+/* CN_WIRE_MALFORMED with *why for a distributed post that is dropped (bad shape or payload). */
+cn_wire_result cn_distributed_parse(DBusMessage *msg, cn_wire_distributed *out, const char **why);
 
 typedef struct cn_bus cn_bus;
 
@@ -135,10 +147,10 @@ typedef struct cn_bus_rules {
 } cn_bus_rules;
 void cn_rules_init(cn_bus *b);
 void cn_rules_free(cn_bus *b);
-cn_rule_request *cn_rules_add_begin(cn_bus *b, const char *key, int is_namespace, uint64_t gen);
+cn_rule_request *cn_rules_add_begin(cn_bus *b, const char *key, cn_key_kind kind, uint64_t gen);
 uint32_t cn_rules_add_finish(cn_bus *b, cn_rule_request *r, const char *key);
-void cn_rules_add_now(cn_bus *b, const char *key, int is_namespace, uint64_t gen);
-void cn_rules_remove(cn_bus *b, const char *key, int is_namespace, uint64_t gen);
+void cn_rules_add_now(cn_bus *b, const char *key, cn_key_kind kind, uint64_t gen);
+void cn_rules_remove(cn_bus *b, const char *key, cn_key_kind kind, uint64_t gen);
 
 /* ---- bus_receive.c: is a message a post, is it authentic (loop thread) ---- */
 DBusHandlerResult cn_receive_filter(DBusConnection *conn, DBusMessage *msg, void *bus);
@@ -151,6 +163,7 @@ void cn_receive_forget_senders(cn_bus *b);
 #define CN_POST_STALL_MS 5000
 uint32_t cn_bus_ready(cn_bus *b);
 uint32_t cn_bus_send(cn_bus *b, const cn_outgoing_post *post);
+uint32_t cn_bus_send_distributed(cn_bus *b, const cn_outgoing_distributed *post);
 uint32_t cn_bus_flush(cn_bus *b, int timeout_ms);
 
 /* ---- bus_transport.c: the transport itself ---- */

@@ -71,11 +71,30 @@ static int post_is_authentic(cn_bus *b, DBusConnection *conn, const char *sender
     return authentic;
 }
 
+/* A distributed post: anyone on the bus may send one (they carry no restricted names), so only its
+ * shape and payload are checked (bus_distributed.c). */
+static DBusHandlerResult receive_distributed(cn_bus *b, DBusMessage *msg) {
+    cn_wire_distributed post;
+    const char *why;
+    switch (cn_distributed_parse(msg, &post, &why)) {
+    case CN_WIRE_NOT_OURS: return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
+    case CN_WIRE_MALFORMED:
+        b->events.distributed_dropped(b->events.ctx);
+        return DBUS_HANDLER_RESULT_HANDLED;
+    case CN_WIRE_POST: break;
+    }
+    cn_received_distributed up = { post.name, post.object, post.user_info, dbus_message_get_sender(msg),
+                                   post.origin, post.seq, post.has_seq, post.options };
+    b->events.distributed_arrived(b->events.ctx, &up);
+    CNotify_plist_free(post.user_info);
+    return DBUS_HANDLER_RESULT_HANDLED;
+}
+
 DBusHandlerResult cn_receive_filter(DBusConnection *conn, DBusMessage *msg, void *bus) {
     cn_bus *b = bus;
     cn_wire_post post;
     switch (cn_wire_parse(msg, &post)) {
-    case CN_WIRE_NOT_OURS: return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
+    case CN_WIRE_NOT_OURS: return receive_distributed(b, msg);
     case CN_WIRE_MALFORMED: return DBUS_HANDLER_RESULT_HANDLED; /* ignored, as the contract says */
     case CN_WIRE_POST: break;
     }

@@ -1,6 +1,7 @@
 /*
  * bus_rules.c: match rules, the bus's form of a subscription. One exact rule per observed name
- * (on the name's bucket interface), one per namespace (arg0namespace), and once per connection
+ * (on the name's bucket interface), one per namespace (arg0namespace), one per observed
+ * distributed name (or one for every distributed name), and once per connection
  * the plain-interface rule that foreign posters use. When the bus refuses more rules
  * (LimitsExceeded), one catch-all rule for every post stands in, for the rest of the center's life.
  *
@@ -20,7 +21,7 @@ struct cn_rule_request {
     DBusPendingCall *call;      /* NULL on the loop thread: added there, blocking */
     cn_completion *reply;       /* signalled by libdbus, or by the connection's drop */
     uint64_t gen;
-    int is_namespace;
+    cn_key_kind kind;
     char rule[];
 };
 
@@ -28,8 +29,12 @@ void cn_rules_init(cn_bus *b) { pthread_mutex_init(&b->rules.lock, NULL); }
 
 void cn_rules_free(cn_bus *b) { pthread_mutex_destroy(&b->rules.lock); }
 
-static void rule_of(const char *key, int is_namespace, char *rule, size_t len) {
-    (is_namespace ? cn_namespace_rule : cn_name_rule)(key, rule, len);
+static void rule_of(const char *key, cn_key_kind kind, char *rule, size_t len) {
+    switch (kind) {
+    case CN_KEY_NAME: cn_name_rule(key, rule, len); break;
+    case CN_KEY_NAMESPACE: cn_namespace_rule(key, rule, len); break;
+    case CN_KEY_DISTRIBUTED: cn_distributed_rule(key, rule, len); break;
+    }
 }
 
 /* The plain-interface rule (or the catch-all standing in for everything) for connection `gen`,
@@ -75,7 +80,7 @@ static void send_add_match(cn_bus *b, cn_rule_request *r) {
     if (m) dbus_message_unref(m);
 }
 
-cn_rule_request *cn_rules_add_begin(cn_bus *b, const char *key, int is_namespace, uint64_t gen) {
+cn_rule_request *cn_rules_add_begin(cn_bus *b, const char *key, cn_key_kind kind, uint64_t gen) {
     cn_link_view view;
     if (!cn_link_view_get(b, &view, 0)) return NULL; /* disconnected: the reconnection adds it */
     if (view.gen != gen) { dbus_connection_unref(view.conn); return NULL; } /* ditto */
@@ -83,8 +88,8 @@ cn_rule_request *cn_rules_add_begin(cn_bus *b, const char *key, int is_namespace
     if (!r) { dbus_connection_unref(view.conn); return NULL; }
     r->conn = view.conn;
     r->gen = gen;
-    r->is_namespace = is_namespace;
-    rule_of(key, is_namespace, r->rule, CN_RULE_MAX + 64);
+    r->kind = kind;
+    rule_of(key, kind, r->rule, CN_RULE_MAX + 64);
     ensure_base_rule(b, r->conn, gen);
     /* On the loop thread nobody else would read the reply: added blocking at finish. */
     if (!cn_loop_on_thread(b->loop)) send_add_match(b, r);
@@ -178,12 +183,12 @@ uint32_t cn_rules_add_finish(cn_bus *b, cn_rule_request *r, const char *key) {
     return st;
 }
 
-void cn_rules_add_now(cn_bus *b, const char *key, int is_namespace, uint64_t gen) {
+void cn_rules_add_now(cn_bus *b, const char *key, cn_key_kind kind, uint64_t gen) {
     cn_link_view view;
     if (!cn_link_view_get(b, &view, 0)) return;
     if (view.gen == gen) {
         char rule[CN_RULE_MAX + 64];
-        rule_of(key, is_namespace, rule, sizeof rule);
+        rule_of(key, kind, rule, sizeof rule);
         ensure_base_rule(b, view.conn, gen);
         cn_gate_enter(b);
         dbus_bus_add_match(view.conn, rule, NULL); /* no reply awaited: thousands may follow */
@@ -192,12 +197,12 @@ void cn_rules_add_now(cn_bus *b, const char *key, int is_namespace, uint64_t gen
     dbus_connection_unref(view.conn);
 }
 
-void cn_rules_remove(cn_bus *b, const char *key, int is_namespace, uint64_t gen) {
+void cn_rules_remove(cn_bus *b, const char *key, cn_key_kind kind, uint64_t gen) {
     cn_link_view view;
     if (!cn_link_view_get(b, &view, 0)) return;
     if (view.gen == gen) { /* a rule of an older connection died with it */
         char rule[CN_RULE_MAX + 64];
-        rule_of(key, is_namespace, rule, sizeof rule);
+        rule_of(key, kind, rule, sizeof rule);
         cn_gate_enter(b);
         dbus_bus_remove_match(view.conn, rule, NULL); /* NULL error: sent without waiting for a reply */
         cn_gate_leave(b);

@@ -61,24 +61,34 @@ uint32_t cn_bus_ready(cn_bus *b) {
     return NOTIFY_STATUS_FAILED;
 }
 
-uint32_t cn_bus_send(cn_bus *b, const cn_outgoing_post *post) {
-    cn_link_view view;
-    if (!cn_link_view_get(b, &view, post->restricted)) return not_reachable(b);
-    DBusMessage *m = build_post(&view, post);
+/* Sends `m` (NULL: building failed, the error set) on the connection of `view`, never waiting. */
+static uint32_t send_built(cn_bus *b, cn_link_view *view, DBusMessage *m) {
     int sent = 0;
     if (m) {
         cn_gate_send_enter(b);
-        sent = dbus_connection_send(view.conn, m, NULL);
-        cn_gate_send_leave(b, view.conn);
+        sent = dbus_connection_send(view->conn, m, NULL);
+        cn_gate_send_leave(b, view->conn);
         dbus_message_unref(m);
         /* Behind: the next post waits for room first (cn_bus_ready), holding no lock. */
-        if (dbus_connection_get_outgoing_size(view.conn) > (long)CN_OUTGOING_MAX)
+        if (dbus_connection_get_outgoing_size(view->conn) > (long)CN_OUTGOING_MAX)
             atomic_store_explicit(&b->behind, 1, memory_order_release);
     }
-    dbus_connection_unref(view.conn);
+    dbus_connection_unref(view->conn);
     if (!m) return NOTIFY_STATUS_FAILED;
     if (!sent) { cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
     return NOTIFY_STATUS_OK;
+}
+
+uint32_t cn_bus_send(cn_bus *b, const cn_outgoing_post *post) {
+    cn_link_view view;
+    if (!cn_link_view_get(b, &view, post->restricted)) return not_reachable(b);
+    return send_built(b, &view, build_post(&view, post));
+}
+
+uint32_t cn_bus_send_distributed(cn_bus *b, const cn_outgoing_distributed *post) {
+    cn_link_view view;
+    if (!cn_link_view_get(b, &view, 0)) return not_reachable(b);
+    return send_built(b, &view, cn_distributed_build(post));
 }
 
 /* Writes in bounded steps, so a stopped or wedged dbus-daemon cannot hold us past the timeout (a

@@ -116,22 +116,26 @@ static uint32_t bus_ready(cn_transport *t) { return cn_bus_ready(bus_of(t)); }
 
 static uint32_t bus_send(cn_transport *t, const cn_outgoing_post *post) { return cn_bus_send(bus_of(t), post); }
 
+static uint32_t bus_send_distributed(cn_transport *t, const cn_outgoing_distributed *post) {
+    return cn_bus_send_distributed(bus_of(t), post);
+}
+
 static uint32_t bus_flush(cn_transport *t, int timeout_ms) { return cn_bus_flush(bus_of(t), timeout_ms); }
 
-static cn_rule_request *bus_subscribe_begin(cn_transport *t, const char *key, int is_namespace, uint64_t gen) {
-    return cn_rules_add_begin(bus_of(t), key, is_namespace, gen);
+static cn_rule_request *bus_subscribe_begin(cn_transport *t, const char *key, cn_key_kind kind, uint64_t gen) {
+    return cn_rules_add_begin(bus_of(t), key, kind, gen);
 }
 
 static uint32_t bus_subscribe_finish(cn_transport *t, cn_rule_request *r, const char *key) {
     return cn_rules_add_finish(bus_of(t), r, key);
 }
 
-static void bus_subscribe_now(cn_transport *t, const char *key, int is_namespace, uint64_t gen) {
-    cn_rules_add_now(bus_of(t), key, is_namespace, gen);
+static void bus_subscribe_now(cn_transport *t, const char *key, cn_key_kind kind, uint64_t gen) {
+    cn_rules_add_now(bus_of(t), key, kind, gen);
 }
 
-static void bus_unsubscribe(cn_transport *t, const char *key, int is_namespace, uint64_t gen) {
-    cn_rules_remove(bus_of(t), key, is_namespace, gen);
+static void bus_unsubscribe(cn_transport *t, const char *key, cn_key_kind kind, uint64_t gen) {
+    cn_rules_remove(bus_of(t), key, kind, gen);
 }
 
 static const char *bus_address(cn_transport *t) { return cn_link_address(bus_of(t)); }
@@ -153,6 +157,7 @@ static const cn_transport_ops bus_ops = {
     .generation = bus_generation,
     .ready = bus_ready,
     .send = bus_send,
+    .send_distributed = bus_send_distributed,
     .flush = bus_flush,
     .subscribe_begin = bus_subscribe_begin,
     .subscribe_finish = bus_subscribe_finish,

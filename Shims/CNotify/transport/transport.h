@@ -28,11 +28,42 @@ typedef struct cn_outgoing_post {
     int restricted;             /* a user.uid.N name: the transport proves the poster's uid to receivers */
 } cn_outgoing_post;
 
+/* A distributed notification (PROTOCOL.md "Distributed notifications") as a transport hands it
+ * up: checked against the property-list bounds already; `user_info` is the transport's, valid
+ * during the call. */
+typedef struct cn_received_distributed {
+    const char *name;
+    const char *object;         /* NULL: none */
+    const CNotify_plist *user_info; /* NULL: none */
+    const char *sender;
+    uint64_t origin;            /* 0 when it carried none */
+    uint64_t seq;
+    int has_seq;
+    uint32_t options;           /* CNOTIFY_DISTRIBUTED_*; 0 when it carried none */
+} cn_received_distributed;
+
+/* A distributed notification the center sends, numbered as posts are (per name, its own count). */
+typedef struct cn_outgoing_distributed {
+    const char *name;
+    const char *object;         /* NULL or "": none */
+    const CNotify_plist *user_info; /* NULL: none; a dictionary within the bounds */
+    uint64_t seq;
+    uint64_t origin;
+    uint32_t options;
+} cn_outgoing_distributed;
+
+/* What a subscription key is: a name, a namespace (the name and every name under it), or the
+ * distributed notifications of a name ("": of every name). */
+typedef enum cn_key_kind { CN_KEY_NAME = 0, CN_KEY_NAMESPACE = 1, CN_KEY_DISTRIBUTED = 2 } cn_key_kind;
+#define CN_KEY_KINDS 3
+
 /* What a transport reports, on the loop thread (connected: also on the first start's thread). */
 typedef struct cn_transport_events {
     void *ctx;
     void (*post_arrived)(void *ctx, const cn_received_post *post);
     void (*post_rejected)(void *ctx);                    /* a post that failed authentication */
+    void (*distributed_arrived)(void *ctx, const cn_received_distributed *post);
+    void (*distributed_dropped)(void *ctx);              /* malformed, or past the property-list bounds */
     /* A connection of generation `gen` is in use (`again`: a reconnection): add every subscription. */
     void (*connected)(void *ctx, uint64_t gen, int again);
     /* The connection is gone: what was learnt about senders on it no longer holds. */
@@ -53,17 +84,18 @@ typedef struct cn_transport_ops {
     uint32_t (*ready)(cn_transport *t);
     /* Sends a post from the caller's thread; never waits (it may be called under the caller's lock). */
     uint32_t (*send)(cn_transport *t, const cn_outgoing_post *post);
+    uint32_t (*send_distributed)(cn_transport *t, const cn_outgoing_distributed *post);
     /* Until every post sent is written, or timeout_ms (< 0: no limit). */
     uint32_t (*flush)(cn_transport *t, int timeout_ms);
-    /* Subscribing to a name or namespace in two steps: begin sends the request (non-blocking, so
+    /* Subscribing to a key of a kind (cn_key_kind) in two steps: begin sends the request (non-blocking, so
      * the caller may hold its subscription lock), finish awaits the answer with no lock held.
      * NULL from begin: nothing to await. */
-    cn_rule_request *(*subscribe_begin)(cn_transport *t, const char *key, int is_namespace, uint64_t gen);
+    cn_rule_request *(*subscribe_begin)(cn_transport *t, const char *key, cn_key_kind kind, uint64_t gen);
     uint32_t (*subscribe_finish)(cn_transport *t, cn_rule_request *request, const char *key);
     /* From `connected`: subscribes with no answer awaited (thousands may follow). */
-    void (*subscribe_now)(cn_transport *t, const char *key, int is_namespace, uint64_t gen);
+    void (*subscribe_now)(cn_transport *t, const char *key, cn_key_kind kind, uint64_t gen);
     /* The key's last observer left; its subscription was made on connection `gen`. */
-    void (*unsubscribe)(cn_transport *t, const char *key, int is_namespace, uint64_t gen);
+    void (*unsubscribe)(cn_transport *t, const char *key, cn_key_kind kind, uint64_t gen);
     /* The address this transport reaches ("" until known). */
     const char *(*address)(cn_transport *t);
     /* After the loop ended. */

@@ -1,0 +1,449 @@
+// DistributedNotificationCenter.swift: Apple's NSDistributedNotificationCenter on Linux. A
+// notification has a name, an object string and a property-list userInfo, and reaches every
+// observer of the scope's bus in any process (docs/PROTOCOL.md "Distributed notifications"); an
+// app may suspend delivery, and each observer says what happens to its notifications meanwhile.
+import CNotify
+import DarwinNotify
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Notifications with an `object` string and a property-list `userInfo`, between processes.
+///
+/// `DistributedNotificationCenter.default()` is per user, as on macOS: its bus is
+/// `DARWIN_NOTIFY_BUS` if set, else the user's session bus (`DBUS_SESSION_BUS_ADDRESS`), else the
+/// user's embedded bus. ``init(scope:)`` with `.system` reaches every user of the machine (the
+/// system bus), as Apple's `postToAllSessions` does.
+///
+/// Observers run on the center's delivery queue (serial: in the order notifications arrived), or
+/// on the `OperationQueue` they name. While ``suspended`` is true, each observer's
+/// ``SuspensionBehavior`` decides: `.drop` loses the notification, `.coalesce` keeps only the last
+/// one of each name and object, `.hold` keeps them all (delivered in order on resume; past
+/// ``holdLimit`` the held ones are delivered at once, as Apple's server flushes a full queue),
+/// and `.deliverImmediately` delivers anyway. A post with `deliverImmediately` is delivered to every
+/// observer at once; for a suspended center, what it held is delivered first.
+///
+/// Differences from Apple's (docs: "Porting NSDistributedNotificationCenter"): it is not a
+/// `NotificationCenter` subclass (swift-corelibs-foundation's methods cannot be overridden);
+/// posting and registering throw (Apple raises an exception for a userInfo that is no property
+/// list, and cannot fail to reach its server); the selector form takes a method reference
+/// (`Settings.changed`), as Linux Swift has no selectors.
+open class DistributedNotificationCenter: @unchecked Sendable {
+    // @unchecked Sendable: every mutable part is behind `state` (a Mutex); the rest is let.
+
+    /// What happens to an observer's notifications while the center is suspended.
+    public enum SuspensionBehavior: Sendable {
+        case drop, coalesce, hold, deliverImmediately
+    }
+
+    /// Options of a post.
+    public struct Options: OptionSet, Sendable {
+        public let rawValue: UInt
+        public init(rawValue: UInt) { self.rawValue = rawValue }
+        /// Delivered at once to every observer, suspended or not.
+        public static let deliverImmediately = Options(rawValue: 1)
+        /// Posted on the system bus too, to the observers of every user (``Scope/system``).
+        public static let postToAllSessions = Options(rawValue: 2)
+    }
+
+    /// Whose processes a center reaches.
+    public enum Scope: Sendable {
+        /// This user's processes: `DARWIN_NOTIFY_BUS`, else the session bus, else the embedded bus.
+        case user
+        /// Every user's processes on this machine: the system bus.
+        case system
+    }
+
+    /// The bounds of a userInfo (docs/PROTOCOL.md): its weight (8 bytes a value, plus the bytes of
+    /// each string, data and key) and how deep its containers nest.
+    public static let userInfoMaximumBytes = Int(CNOTIFY_PLIST_MAX_BYTES)
+    public static let userInfoMaximumDepth = Int(CNOTIFY_PLIST_MAX_DEPTH)
+    /// Held notifications (`.hold` and `.coalesce`, while suspended) past which they are delivered.
+    public static let holdLimit = 4096
+
+    /// The Darwin center underneath: its bus, its connection (nil for a default center whose bus
+    /// could not be used: then every post and registration throws `unusable`).
+    public let notifyCenter: NotifyCenter?
+    private let unusable: DistributedNotificationError?
+    private let scope: Scope?
+    /// One serial queue delivers everything: suspension, resume and removal keep one order.
+    private let deliveryQueue = DispatchQueue(label: "DarwinNotify.distributed")
+    private let state = Mutex(State())
+    private let allSessions = Mutex<DistributedNotificationCenter?>(nil)
+
+    private static let shared = Mutex<DistributedNotificationCenter?>(nil)
+
+    /// The process's center of the user scope, made on first use.
+    /// - Note: if no bus can be reached the center is still returned; its posts and observers then
+    ///   fail with the reason (`.notify`).
+    open class func `default`() -> DistributedNotificationCenter {
+        shared.withLock { center in
+            if let center { return center }
+            let made: DistributedNotificationCenter
+            do throws(DistributedNotificationError) { made = try DistributedNotificationCenter(scope: .user) } catch {
+                made = DistributedNotificationCenter(unusable: error)
+            }
+            center = made
+            return made
+        }
+    }
+
+    /// A center for `scope` (see ``Scope``).
+    public init(scope: Scope) throws(DistributedNotificationError) {
+        self.scope = scope
+        self.notifyCenter = try Self.makeCenter(bus: Self.bus(of: scope))
+        self.unusable = nil
+    }
+
+    /// A center on an explicit bus: a D-Bus address, or `session`, `system`, `embedded`.
+    public init(bus: String) throws(DistributedNotificationError) {
+        self.scope = nil
+        self.notifyCenter = try Self.makeCenter(bus: bus)
+        self.unusable = nil
+    }
+
+    /// A default center whose bus cannot be used (a malformed `DARWIN_NOTIFY_BUS`): every use
+    /// throws why, rather than quietly using another bus.
+    private init(unusable: DistributedNotificationError) {
+        self.scope = .user
+        self.notifyCenter = nil
+        self.unusable = unusable
+    }
+
+    /// The C center, or why there is none.
+    private func cCenter() throws(DistributedNotificationError) -> OpaquePointer {
+        guard let notifyCenter else { throw unusable ?? DistributedNotificationError(.notify, "no bus") }
+        return notifyCenter.cCenter
+    }
+
+    private static func bus(of scope: Scope) -> String {
+        switch scope {
+        case .system: return "system"
+        case .user:
+            let environment = ProcessInfo.processInfo.environment
+            if let bus = environment["DARWIN_NOTIFY_BUS"], !bus.isEmpty { return bus }
+            if let session = environment["DBUS_SESSION_BUS_ADDRESS"], !session.isEmpty { return "session" }
+            return "embedded"
+        }
+    }
+
+    private static func makeCenter(bus: String) throws(DistributedNotificationError) -> NotifyCenter {
+        do { return try NotifyCenter(bus: bus) } catch {
+            throw DistributedNotificationError(.notify, "cannot use the bus \(bus): \(error)", status: error.code.rawValue)
+        }
+    }
+
+    // MARK: Suspension
+
+    /// Whether delivery is suspended: what arrives meanwhile follows each observer's
+    /// ``SuspensionBehavior``. Setting it to false delivers what was held, in order.
+    open var suspended: Bool {
+        get { state.withLock { $0.suspended } }
+        set {
+            let resumed = state.withLock { s -> Bool in
+                defer { s.suspended = newValue }
+                return s.suspended && !newValue
+            }
+            if resumed { deliveryQueue.async { self.deliverHeld() } }
+        }
+    }
+
+    /// Apple's spelling of ``suspended``.
+    open func setSuspended(_ suspended: Bool) { self.suspended = suspended }
+
+    // MARK: Posting
+
+    /// Posts `name` with `object` and `userInfo` to every observer of the center's scope.
+    /// - Throws: ``DistributedNotificationError`` before anything is sent: a userInfo that is no
+    ///   property list (`.notPropertyList`, `.keyNotString`, with the key path) or past the bounds
+    ///   (`.outOfBounds`); a bad name or no bus (`.notify`).
+    open func postNotificationName(_ name: Notification.Name, object: String?, userInfo: [AnyHashable: Any]? = nil,
+                                   options: Options = []) throws(DistributedNotificationError) {
+        let tree = try userInfo.map { (info) throws(DistributedNotificationError) in try PropertyListTree.make(info) }
+        var cOptions: UInt32 = 0
+        if options.contains(.deliverImmediately) { cOptions |= UInt32(CNOTIFY_DISTRIBUTED_DELIVER_IMMEDIATELY) }
+        let status = CNotify_distributed_post(try cCenter(), name.rawValue, object, tree?.pointer, cOptions)
+        guard status == UInt32(NOTIFY_STATUS_OK) else {
+            throw DistributedNotificationError(.notify, String(cString: CNotify_last_error()), status: status)
+        }
+        if options.contains(.postToAllSessions), scope == .user {
+            try systemCenter().postNotificationName(name, object: object, userInfo: userInfo,
+                                                    options: options.subtracting(.postToAllSessions))
+        }
+    }
+
+    /// Apple's form with `deliverImmediately`.
+    open func postNotificationName(_ name: Notification.Name, object: String?, userInfo: [AnyHashable: Any]? = nil,
+                                   deliverImmediately: Bool) throws(DistributedNotificationError) {
+        try postNotificationName(name, object: object, userInfo: userInfo, options: deliverImmediately ? .deliverImmediately : [])
+    }
+
+    /// Apple's `post(name:object:userInfo:deliverImmediately:)`.
+    open func post(name: Notification.Name, object: String?, userInfo: [AnyHashable: Any]? = nil,
+                   deliverImmediately: Bool) throws(DistributedNotificationError) {
+        try postNotificationName(name, object: object, userInfo: userInfo, deliverImmediately: deliverImmediately)
+    }
+
+    /// Posts `notification` (its object must be a String, or nil).
+    open func post(_ notification: Notification) throws(DistributedNotificationError) {
+        try post(name: notification.name, object: notification.object, userInfo: notification.userInfo)
+    }
+
+    /// NotificationCenter's form: `object` must be a String (or nil).
+    open func post(name: Notification.Name, object: Any?, userInfo: [AnyHashable: Any]? = nil) throws(DistributedNotificationError) {
+        try postNotificationName(name, object: try Self.objectString(object), userInfo: userInfo)
+    }
+
+    private static func objectString(_ object: Any?) throws(DistributedNotificationError) -> String? {
+        guard let object else { return nil }
+        if let text = object as? String { return text }
+        throw DistributedNotificationError(.notPropertyList, path: "object",
+                                           "a distributed notification's object is a String (this one is \(type(of: object)))")
+    }
+
+    private func systemCenter() throws(DistributedNotificationError) -> DistributedNotificationCenter {
+        if let made = allSessions.withLock({ $0 }) { return made }
+        let made = try DistributedNotificationCenter(scope: .system)
+        return allSessions.withLock { current in
+            if let current { return current }
+            current = made
+            return made
+        }
+    }
+
+    // MARK: Observing
+
+    /// Calls `block` for each notification named `name` (nil: every name) whose object is
+    /// `object` (nil: any; else a String), on `queue` (nil: the center's delivery queue), with
+    /// the `.coalesce` behaviour while suspended (Apple's default). Remove it with
+    /// `removeObserver(_:)`.
+    /// - Throws: when the bus refuses the registration (`.notify`), or `object` is no String.
+    open func addObserver(forName name: Notification.Name?, object: Any?, queue: OperationQueue?,
+                          using block: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> NSObjectProtocol {
+        try addObserver(forName: name, object: try Self.objectString(object), suspensionBehavior: .coalesce, queue: queue, using: block)
+    }
+
+    /// The block form with a suspension behaviour.
+    open func addObserver(forName name: Notification.Name?, object: String?, suspensionBehavior: SuspensionBehavior,
+                          queue: OperationQueue? = nil,
+                          using block: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> NSObjectProtocol {
+        let deliver: @Sendable (Notification) -> Void
+        if let queue {
+            let box = UncheckedBox(queue) // OperationQueue is thread-safe; only addOperation is called
+            deliver = { note in
+                let carried = UncheckedBox(note) // made on the delivery queue, read only by the operation
+                box.value.addOperation { block(carried.value) }
+            }
+        } else {
+            deliver = block
+        }
+        let id = try register(name: name, object: object, behavior: suspensionBehavior, owner: nil, deliver: deliver)
+        return DistributedObservation(center: self, id: id)
+    }
+
+    /// Apple's selector form, with a method reference for the selector (Linux Swift has none):
+    /// `center.addObserver(self, selector: Settings.changed, name: .settings, object: nil,
+    /// suspensionBehavior: .hold)`. The observer is held weakly; once it is gone its registrations
+    /// deliver nothing and go. Runs on the center's delivery queue.
+    open func addObserver<Observer: AnyObject>(_ observer: Observer, selector: @escaping (Observer) -> (Notification) -> Void,
+                                               name: Notification.Name?, object: String?,
+                                               suspensionBehavior: SuspensionBehavior = .coalesce) throws(DistributedNotificationError) {
+        let weakObserver = WeakBox(observer)
+        let method = UncheckedBox(selector) // called only on the delivery queue
+        _ = try register(name: name, object: object, behavior: suspensionBehavior, owner: ObjectIdentifier(observer)) { note in
+            guard let target = weakObserver.value as? Observer else { return }
+            method.value(target)(note)
+        }
+    }
+
+    /// Removes a block registration (its token), or every registration of a selector-form
+    /// observer. Once this returns, none of them runs again (unless called from inside one).
+    open func removeObserver(_ observer: Any) {
+        removeObserver(observer, name: nil, object: nil)
+    }
+
+    /// As ``removeObserver(_:)``, only the registrations of `aName` (nil: any) and `anObject`
+    /// (nil: any).
+    open func removeObserver(_ observer: Any, name aName: Notification.Name?, object anObject: Any?) {
+        let object = anObject as? String
+        let removed: [Registration] = state.withLock { s in
+            let matching = s.observers.values.filter { r in
+                let isIt: Bool
+                if let token = observer as? DistributedObservation { isIt = token.id == r.id }
+                else if let owner = r.owner, let object = observer as AnyObject? { isIt = owner == ObjectIdentifier(object) }
+                else { isIt = false }
+                return isIt && (aName == nil || r.name == aName?.rawValue) && (object == nil || r.object == object)
+            }
+            for r in matching {
+                s.observers[r.id] = nil
+                s.held.removeAll { $0.registration == r.id }
+            }
+            return matching
+        }
+        for r in removed { finish(r) }
+    }
+
+    // MARK: Statistics
+
+    /// What this center's connection saw (`CNotify_distributed_get_stats`).
+    public var statistics: DistributedNotificationStatistics {
+        var s = CNotify_distributed_stats()
+        if let center = notifyCenter?.cCenter { CNotify_distributed_get_stats(center, &s) }
+        return DistributedNotificationStatistics(received: s.received, delivered: s.delivered, dropped: s.dropped, gaps: s.gaps)
+    }
+
+    // MARK: The machinery
+
+    private struct Registration: Sendable {
+        let id: Int
+        let cID: UInt64
+        let name: String?
+        let object: String?
+        let behavior: SuspensionBehavior
+        let owner: ObjectIdentifier?
+        let gate: InvocationGate
+        let deliver: @Sendable (Notification) -> Void
+    }
+
+    private struct Held {
+        let registration: Int
+        let note: UncheckedBox<Notification>
+        let name: String
+        let object: String?
+    }
+
+    private struct State {
+        var suspended = false
+        var observers: [Int: Registration] = [:]
+        var held: [Held] = []
+        var nextID = 1
+    }
+
+    /// A C distributed handler whose arrivals go to the delivery queue, and its registration.
+    private func register(name: Notification.Name?, object: String?, behavior: SuspensionBehavior, owner: ObjectIdentifier?,
+                          deliver: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> Int {
+        let id = state.withLock { s in defer { s.nextID += 1 }; return s.nextID }
+        let weakSelf = WeakBox(self)
+        let box = CallbackBox<DistributedArrival> { arrival in
+            guard let center = weakSelf.value as? DistributedNotificationCenter else { return }
+            center.deliveryQueue.async { center.arrived(arrival, at: id) }
+        }
+        var cID: UInt64 = 0
+        let center = try cCenter()
+        do throws(NotifyError) {
+            try box.install { context, release in
+                CNotify_distributed_add_handler(center, name?.rawValue, object, distributedTrampoline, context, release, &cID)
+            }
+        } catch {
+            throw DistributedNotificationError(.notify, "cannot observe: \(error)", status: error.code.rawValue)
+        }
+        let registration = Registration(id: id, cID: cID, name: name?.rawValue, object: object, behavior: behavior,
+                                        owner: owner, gate: InvocationGate(), deliver: deliver)
+        state.withLock { $0.observers[id] = registration }
+        return id
+    }
+
+    /// On the delivery queue: deliver now, or hold as the registration's behaviour says.
+    private func arrived(_ arrival: DistributedArrival, at id: Int) {
+        let note = UncheckedBox(Notification(name: Notification.Name(arrival.name), object: arrival.object,
+                                             userInfo: arrival.userInfo.value))
+        let deliveries: [(Registration, UncheckedBox<Notification>)] = state.withLock { s in
+            guard let r = s.observers[id] else { return [] }
+            if !s.suspended { return [(r, note)] }
+            if arrival.deliverImmediately || r.behavior == .deliverImmediately {
+                return Self.takeHeld(&s) + [(r, note)] // what was held first, as Apple flushes it
+            }
+            let held = Held(registration: id, note: note, name: arrival.name, object: arrival.object)
+            switch r.behavior {
+            case .drop: return []
+            case .coalesce:
+                s.held.removeAll { $0.registration == id && $0.name == arrival.name && $0.object == arrival.object }
+                s.held.append(held)
+            case .hold, .deliverImmediately:
+                s.held.append(held)
+            }
+            return s.held.count > Self.holdLimit ? Self.takeHeld(&s) : []
+        }
+        for (r, n) in deliveries { run(r, n) }
+    }
+
+    /// Everything held, in order, with its registration (those removed meanwhile are gone already).
+    private static func takeHeld(_ s: inout State) -> [(Registration, UncheckedBox<Notification>)] {
+        defer { s.held.removeAll() }
+        return s.held.compactMap { h in s.observers[h.registration].map { ($0, h.note) } }
+    }
+
+    private func deliverHeld() {
+        let held = state.withLock { s -> [(Registration, UncheckedBox<Notification>)] in s.suspended ? [] : Self.takeHeld(&s) }
+        for (r, note) in held { run(r, note) }
+    }
+
+    /// Notifications are made and read on the delivery queue only (UncheckedBox carries them out of
+    /// the lock), or handed whole to an observer's OperationQueue.
+    private func run(_ r: Registration, _ note: UncheckedBox<Notification>) {
+        let current = state.withLock { $0.observers[r.id] != nil }
+        if current { r.gate.run { r.deliver(note.value) } }
+    }
+
+    /// A removed registration: the C handler goes, and a running delivery is waited for (not one
+    /// on this very queue: that is a removal from inside an observer).
+    private func finish(_ r: Registration) {
+        if let center = notifyCenter?.cCenter { CNotify_distributed_remove_handler(center, r.cID) }
+        r.gate.close()
+    }
+
+    deinit {
+        let all = state.withLock { s -> [Registration] in defer { s.observers.removeAll(); s.held.removeAll() }; return Array(s.observers.values) }
+        if let center = notifyCenter?.cCenter { for r in all { CNotify_distributed_remove_handler(center, r.cID) } }
+    }
+}
+
+/// What the center's connection saw.
+public struct DistributedNotificationStatistics: Sendable, Equatable {
+    /// Distributed posts that reached this process.
+    public let received: UInt64
+    /// Observer invocations in the C core (before suspension).
+    public let delivered: UInt64
+    /// Posts dropped as malformed or past the bounds (from foreign or hostile posters).
+    public let dropped: UInt64
+    /// Posts missing from a poster's numbering of a name.
+    public let gaps: UInt64
+}
+
+/// A block registration's token (`removeObserver` takes it).
+final class DistributedObservation: NSObject, @unchecked Sendable {
+    // @unchecked Sendable: both fields are set once in init.
+    weak var center: DistributedNotificationCenter?
+    let id: Int
+    init(center: DistributedNotificationCenter?, id: Int) {
+        self.center = center
+        self.id = id
+    }
+}
+
+/// A notification as the C handler hands it over, made Swift on the delivery thread.
+struct DistributedArrival: Sendable {
+    let name: String
+    let object: String?
+    let userInfo: UncheckedBox<[AnyHashable: Any]?>
+    let deliverImmediately: Bool
+}
+
+/// A weak reference that crosses threads (read only to call into the object, which is thread-safe).
+final class WeakBox: @unchecked Sendable {
+    // @unchecked Sendable: set once; `weak` needs a var.
+    weak var value: AnyObject?
+    init(_ value: AnyObject) { self.value = value }
+}
+
+/// The C side of every distributed registration: the note into Swift values, to the box.
+let distributedTrampoline: CNotify_distributed_handler = { context, note in
+    guard let context, let note else { return }
+    let n = note.pointee
+    let arrival = DistributedArrival(
+        name: String(cString: n.name),
+        object: n.object.map { String(cString: $0) },
+        userInfo: UncheckedBox(n.user_info.map { PropertyListTree.userInfo($0) }),
+        deliverImmediately: n.options & UInt32(CNOTIFY_DISTRIBUTED_DELIVER_IMMEDIATELY) != 0)
+    CallbackBox<DistributedArrival>.from(context).invoke(arrival)
+}

@@ -1,0 +1,243 @@
+import DarwinNotify
+import DarwinNotifyFoundation
+import Foundation
+import Synchronization
+import Testing
+
+/// DistributedNotificationCenter (issue 24): a name, an object and a property-list userInfo
+/// between processes, with Apple's suspension behaviours. The other process is `distnotify`
+/// (the CLI) or a python-dbus client written from docs/PROTOCOL.md.
+extension IntegrationSuites {
+    @Suite("Distributed notifications", .serialized)
+    struct DistributedTests {
+        let bus: TestBus
+        init() throws { bus = try TestBus() }
+
+        /// The python-dbus client (Debian's python3, which has python3-dbus and python3-gi).
+        static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().path
+            + "/Fixtures/distributed_client.py"
+
+        /// What an observer saw, in order (Notification is not Sendable: its parts are kept).
+        final class Seen: Sendable {
+            struct Note: @unchecked Sendable { // userInfo holds property-list values only
+                let name: String
+                let object: String?
+                let userInfo: [AnyHashable: Any]?
+            }
+            let notes = Mutex<[Note]>([])
+            func add(_ n: Notification) {
+                notes.withLock { $0.append(Note(name: n.name.rawValue, object: n.object as? String, userInfo: n.userInfo)) }
+            }
+            var names: [String] { notes.withLock { $0.map(\.name) } }
+            var count: Int { notes.withLock { $0.count } }
+            func labels() -> [String] { notes.withLock { $0.map { "\($0.name)/\($0.object ?? "-")" } } }
+        }
+
+        func post(_ arguments: [String]) throws {
+            let result = try run("distnotify", ["post", "--bus", bus.address] + arguments)
+            guard result.status == 0 else { throw TestFailure("distnotify post \(arguments) failed (\(result.status)): \(result.err)") }
+        }
+
+        func watcher(_ arguments: [String]) throws -> ChildProcess {
+            let child = try ChildProcess("distnotify", ["watch", "--bus", bus.address, "--json"] + arguments)
+            try child.waitForStderr("distnotify: watching")
+            return child
+        }
+
+        @Test("a userInfo of every property-list type crosses unchanged, from a process and to one")
+        func everyType() throws {
+            let center = try DistributedNotificationCenter(bus: bus.address)
+            let seen = Seen()
+            let token = try center.addObserver(forName: Notification.Name("types.in"), object: nil, suspensionBehavior: .hold) { seen.add($0) }
+            defer { center.removeObserver(token) }
+            try post(["types.in", "--object", "maker", "-u", """
+                {"s":"é😀\\n","i":-42,"max":9223372036854775807,"r":2.5,"whole":2.0,"b":true,"f":false,
+                 "d":{"$data":"AAEC/w=="},"t":{"$date":1700000000.5},"a":[1,"x",[true]],"dict":{"k":"v"},"empty":[]}
+                """])
+            try repeatUntil("the post from distnotify", action: {}, done: { seen.count == 1 })
+            let note = try #require(seen.notes.withLock { $0.first })
+            #expect(note.object == "maker")
+            let info = try #require(note.userInfo)
+            #expect(info["s"] as? String == "é😀\n")
+            #expect(info["i"] as? Int == -42)
+            #expect(info["max"] as? Int == Int.max)
+            #expect(info["r"] as? Double == 2.5)
+            #expect(info["whole"] as? Double == 2.0, "a real stays a real: \(String(describing: info["whole"]))")
+            #expect(info["b"] as? Bool == true)
+            #expect(info["f"] as? Bool == false)
+            #expect(info["d"] as? Data == Data([0, 1, 2, 255]))
+            #expect(info["t"] as? Date == Date(timeIntervalSince1970: 1_700_000_000.5))
+            let array = try #require(info["a"] as? [Any])
+            #expect(array.count == 3 && array[0] as? Int == 1 && array[1] as? String == "x" && (array[2] as? [Any])?.first as? Bool == true)
+            #expect((info["dict"] as? [String: Any])?["k"] as? String == "v")
+            #expect((info["empty"] as? [Any])?.isEmpty == true)
+
+            // The other way: Swift values, bridged numbers included, to a watching process.
+            let child = try watcher(["types.out", "--count", "1"])
+            try center.postNotificationName(Notification.Name("types.out"), object: "swift", userInfo: [
+                "s": "text", "i": 7, "i8": Int8(-8), "u32": UInt32(4_000_000_000), "r": 0.25, "fl": Float(1.5),
+                "b": true, "nsb": NSNumber(value: false), "nsi": NSNumber(value: 12), "nsd": NSNumber(value: 0.5),
+                "d": Data([9, 8]), "t": Date(timeIntervalSince1970: 86400), "a": [1, "two", ["three": 3]] as [Any],
+            ])
+            #expect(try child.waitForExit() == 0)
+            #expect(child.stdout.trimmingCharacters(in: .whitespacesAndNewlines).hasPrefix("""
+                {"name":"types.out","object":"swift","userInfo":{"a":[1,"two",{"three":3}],"b":true,"d":{"$data":"CQg="},\
+                "fl":1.5,"i":7,"i8":-8,"nsb":false,"nsd":0.5,"nsi":12,"r":0.25,"s":"text","t":{"$date":86400.0},"u32":4000000000},
+                """), "\(child.stdout)")
+        }
+
+        @Test("observers filter by name (nil: every name) and by object (nil: any)")
+        func filters() throws {
+            let center = try DistributedNotificationCenter(bus: bus.address)
+            let exact = Seen(), anyObject = Seen(), everything = Seen(), objectTwo = Seen()
+            var tokens: [NSObjectProtocol] = []
+            tokens.append(try center.addObserver(forName: .init("f.x"), object: "one", suspensionBehavior: .hold) { exact.add($0) })
+            tokens.append(try center.addObserver(forName: .init("f.x"), object: nil, suspensionBehavior: .hold) { anyObject.add($0) })
+            tokens.append(try center.addObserver(forName: nil, object: nil, suspensionBehavior: .hold) { everything.add($0) })
+            tokens.append(try center.addObserver(forName: nil, object: "two", suspensionBehavior: .hold) { objectTwo.add($0) })
+            defer { tokens.forEach(center.removeObserver) }
+            try post(["f.x", "--object", "one"])
+            try post(["f.x", "--object", "two"])
+            try post(["f.y"])
+            try post(["f.y", "--object", "two"])
+            try post(["f.end"])
+            try repeatUntil("the last post", action: {}, done: { everything.names.last == "f.end" })
+            #expect(exact.labels() == ["f.x/one"])
+            #expect(anyObject.labels() == ["f.x/one", "f.x/two"])
+            #expect(everything.labels() == ["f.x/one", "f.x/two", "f.y/-", "f.y/two", "f.end/-"])
+            #expect(objectTwo.labels() == ["f.x/two", "f.y/two"])
+        }
+
+        @Test("suspended: hold delivers all in order on resume, coalesce the last per name and object, drop none; deliverImmediately overrides")
+        func suspension() throws {
+            let center = try DistributedNotificationCenter(bus: bus.address)
+            let dropped = Seen(), coalesced = Seen(), held = Seen(), immediate = Seen()
+            var tokens: [NSObjectProtocol] = []
+            tokens.append(try center.addObserver(forName: .init("s.drop"), object: nil, suspensionBehavior: .drop) { dropped.add($0) })
+            tokens.append(try center.addObserver(forName: .init("s.coal"), object: nil, suspensionBehavior: .coalesce) { coalesced.add($0) })
+            tokens.append(try center.addObserver(forName: .init("s.hold"), object: nil, suspensionBehavior: .hold) { held.add($0) })
+            tokens.append(try center.addObserver(forName: .init("s.now"), object: nil, suspensionBehavior: .deliverImmediately) { immediate.add($0) })
+            defer { tokens.forEach(center.removeObserver) }
+
+            center.suspended = true
+            let posts: [[String]] = [["s.hold", "--object", "1"], ["s.coal", "--object", "a", "-u", #"{"v":1}"#],
+                                     ["s.drop"], ["s.coal", "--object", "a", "-u", #"{"v":2}"#], ["s.coal", "--object", "b"],
+                                     ["s.hold", "--object", "2"], ["s.drop"], ["s.hold", "--object", "3"]]
+            for p in posts { try post(p) }
+            // Every post reached the center's handlers (the C core counts them as it hands them over).
+            try repeatUntil("the 8 posts in the C core", action: {}, done: { center.statistics.delivered == 8 })
+            #expect(held.count == 0 && coalesced.count == 0 && dropped.count == 0)
+            center.suspended = false
+            try repeatUntil("the held posts", action: {}, done: { held.count == 3 && coalesced.count == 2 })
+            #expect(held.labels() == ["s.hold/1", "s.hold/2", "s.hold/3"])
+            #expect(coalesced.labels() == ["s.coal/a", "s.coal/b"])
+            #expect(coalesced.notes.withLock { $0.first?.userInfo?["v"] as? Int } == 2, "the last of a/s.coal")
+            #expect(dropped.count == 0)
+
+            // A .deliverImmediately observer gets its post while suspended, after what was held.
+            center.suspended = true
+            try post(["s.hold", "--object", "4"])
+            try post(["s.now"])
+            try repeatUntil("the immediate observer", action: {}, done: { immediate.count == 1 })
+            #expect(center.suspended)
+            #expect(held.labels().last == "s.hold/4", "held posts are flushed first, as Apple does")
+
+            // A post with deliverImmediately reaches a .hold observer of a suspended center at once.
+            try post(["s.hold", "--object", "5"])
+            try post(["s.hold", "--object", "6", "--deliver-immediately"])
+            try repeatUntil("the immediate post", action: {}, done: { held.count == 6 })
+            #expect(held.labels().suffix(2) == ["s.hold/5", "s.hold/6"])
+            #expect(center.suspended)
+            center.suspended = false
+        }
+
+        @Test("a userInfo that is no property list is refused at the poster, and nothing of it is sent")
+        func refusals() throws {
+            let center = try DistributedNotificationCenter(bus: bus.address)
+            let child = try watcher(["--count", "1"])
+            struct NotAPlist {}
+            var deep: [String: Any] = [:]
+            for _ in 0..<40 { deep = ["in": deep] }
+            let cases: [(String, [AnyHashable: Any], DistributedNotificationError.Code, String)] = [
+                ("a struct", ["k": NotAPlist()], .notPropertyList, #"userInfo["k"]"#),
+                ("a struct in an array", ["k": [1, NotAPlist()] as [Any]], .notPropertyList, #"userInfo["k"][1]"#),
+                ("an integer key", [1: "x"], .keyNotString, "userInfo"),
+                ("UInt64.max", ["k": UInt64.max], .outOfBounds, #"userInfo["k"]"#),
+                ("NaN", ["k": Double.nan], .outOfBounds, #"userInfo["k"]"#),
+                ("an infinite date", ["k": Date.distantFuture.addingTimeInterval(.infinity)], .outOfBounds, #"userInfo["k"]"#),
+                ("41 levels", deep, .outOfBounds, ""),
+                ("70,000 bytes", ["k": String(repeating: "x", count: 70_000)], .outOfBounds, #"userInfo["k"]"#),
+                ("9,000 values", Dictionary(uniqueKeysWithValues: (0..<9000).map { ("k\($0)", $0) }), .outOfBounds, ""),
+            ]
+            for (what, info, code, path) in cases {
+                do throws(DistributedNotificationError) {
+                    try center.postNotificationName(.init("r.bad"), object: nil, userInfo: info)
+                    Issue.record("\(what): posted")
+                } catch {
+                    #expect(error.code == code, "\(what): \(error)")
+                    if !path.isEmpty { #expect(error.path == path, "\(what): \(error)") }
+                    #expect(!error.message.isEmpty)
+                }
+            }
+            do throws(DistributedNotificationError) {
+                try center.post(name: .init("r.bad"), object: 5)
+                Issue.record("an object that is no String was posted")
+            } catch {
+                #expect(error.code == .notPropertyList && error.path == "object", "\(error)")
+            }
+            try center.postNotificationName(.init("r.ok"), object: nil, userInfo: ["fine": true])
+            #expect(try child.waitForExit() == 0)
+            #expect(child.stdout.hasPrefix(#"{"name":"r.ok""#), "the first post the watcher saw: \(child.stdout)")
+        }
+
+        @Test("20 kinds of hostile payloads from python-dbus are dropped and counted; the process lives on")
+        func hostilePayloads() throws {
+            let center = try DistributedNotificationCenter(bus: bus.address)
+            let seen = Seen()
+            let token = try center.addObserver(forName: nil, object: nil, suspensionBehavior: .hold) { seen.add($0) }
+            defer { center.removeObserver(token) }
+            let child = try watcher(["--count", "1"])
+            let script = Self.script
+            let result = try run("/usr/bin/python3", [script, "hostile", bus.address])
+            #expect(result.status == 0, "\(result.err)")
+            #expect(result.out.trimmingCharacters(in: .whitespacesAndNewlines) == "20")
+            try repeatUntil("the valid post after the hostile ones", action: {}, done: { seen.count >= 1 })
+            #expect(seen.names == ["hostile.end"])
+            #expect(center.statistics.dropped == 20)
+            #expect(try child.waitForExit() == 0)
+            #expect(child.stdout.hasPrefix(#"{"name":"hostile.end""#), "\(child.stdout)")
+            #expect(child.stderr.contains("distnotify: 20 malformed notifications dropped"), "\(child.stderr)")
+        }
+
+        @Test("a python client written from PROTOCOL.md posts to and observes a Swift center")
+        func pythonInterop() throws {
+            let center = try DistributedNotificationCenter(bus: bus.address)
+            let seen = Seen()
+            let token = try center.addObserver(forName: .init("py.in"), object: "python", suspensionBehavior: .hold) { seen.add($0) }
+            defer { center.removeObserver(token) }
+            let script = Self.script
+            let posted = try run("/usr/bin/python3", [script, "post", bus.address, "py.in"])
+            #expect(posted.status == 0, "\(posted.err)")
+            try repeatUntil("python's post", action: {}, done: { seen.count == 1 })
+            let info = try #require(seen.notes.withLock { $0.first?.userInfo })
+            #expect(info["string"] as? String == "héllo")
+            #expect(info["int32"] as? Int == -7 && info["int64"] as? Int == 1 << 40)
+            #expect(info["byte"] as? Int == 200 && info["uint32"] as? Int == 4_000_000_000)
+            #expect(info["double"] as? Double == 2.5 && info["true"] as? Bool == true)
+            #expect(info["data"] as? Data == Data([0, 1, 255]))
+            #expect(info["date"] as? Date == Date(timeIntervalSince1970: 1_700_000_000.25))
+            #expect(info["strings"] as? [String] == ["a", "b"])
+            #expect((info["mixed"] as? [Any])?.count == 2 && (info["nested"] as? [String: Any])?["k"] as? String == "v")
+
+            let watcher = try ChildProcess("/usr/bin/python3", [script, "watch", bus.address, "py.out"])
+            try watcher.waitForLine("ready")
+            try center.postNotificationName(.init("py.out"), object: "swift", userInfo: [
+                "n": 5, "r": 0.5, "b": false, "s": "x", "d": Data([7]), "t": Date(timeIntervalSince1970: 10), "a": [1, "y"] as [Any],
+            ])
+            #expect(try watcher.waitForExit() == 0)
+            let line = watcher.lines.last ?? ""
+            #expect(line == #"{"name": "py.out", "object": "swift", "sequence": 1, "userInfo": {"dict": {"a": {"array": [{"i": 1}, {"s": "y"}]}, "b": {"b": false}, "d": {"data": "07"}, "n": {"i": 5}, "r": {"d": 0.5}, "s": {"s": "x"}, "t": {"date": 10.0}}}}"#,
+                    "\(line)")
+        }
+    }
+}
