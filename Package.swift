@@ -105,8 +105,8 @@ let package = Package(
             name: "notify-bench",
             // The probes and the floor are run as child processes; depending on them makes
             // `swift run notify-bench` build them too.
-            dependencies: ["DarwinNotify", "Wormhole", "cnotify-probe", "dbus-floor", "notifyutil", "wormhole-probe", "notify-bridge",
-                           .product(name: "Histogram", package: "hdrhistogram-swift")],
+            dependencies: ["DarwinNotify", "DarwinNotifyFoundation", "Wormhole", "cnotify-probe", "dbus-floor", "notifyutil",
+                           "wormhole-probe", "notify-bridge", .product(name: "Histogram", package: "hdrhistogram-swift")],
             // peers/peers.c is built by the benchmark itself with cc, against the peers' C libraries;
             // cli-floor/ by its run.sh (start-up floors for `cli`).
             exclude: ["peers", "cli-floor"]

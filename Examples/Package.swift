@@ -24,6 +24,11 @@ let package = Package(
         .executableTarget(name: "app", dependencies: [.product(name: "Wormhole", package: "DarwinNotify")]),
         // 3. Re-entrancy and ordering: Darwin notifications against Foundation's NotificationCenter.
         .executableTarget(name: "reentrancy", dependencies: [.product(name: "DarwinNotify", package: "DarwinNotify")]),
+        // 4. A settings change with its details to every interested process (distributed
+        //    notifications, userInfo), to a listener that coalesces while suspended.
+        .executableTarget(name: "settings-broadcast", dependencies: [
+            .product(name: "DarwinNotifyFoundation", package: "DarwinNotify"),
+        ]),
         // The README's Swift blocks, compiled as written (not run: they wait for notifications).
         .executableTarget(name: "readme-observe", dependencies: [.product(name: "DarwinNotify", package: "DarwinNotify")]),
         .executableTarget(name: "readme-tokens", dependencies: [.product(name: "DarwinNotify", package: "DarwinNotify")]),

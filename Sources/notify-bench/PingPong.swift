@@ -1,4 +1,5 @@
 import DarwinNotify
+import DarwinNotifyFoundation
 import Dispatch
 import Foundation
 import Synchronization
@@ -15,6 +16,13 @@ enum PingPong {
         case swiftClosure = "Swift closure (DarwinNotify)"
         case swiftDirect = "Swift closure, queue: nil"
         case swiftAsync = "Swift AsyncSequence (DarwinNotify)"
+        case distributed = "distributed, 1 KiB userInfo, queue: nil (DistributedNotificationCenter)"
+    }
+
+    /// The userInfo of the `distributed` variant: 16 strings of 56 bytes under 8-byte keys, about
+    /// 1 KiB on the wire (a{sv}: 16 × (4 + 8 + 1 + 4 + 4 + 56 + 1) = 1,248 bytes with alignment).
+    static func kibUserInfo() -> [AnyHashable: Any] {
+        Dictionary(uniqueKeysWithValues: (0..<16).map { (String(format: "key%05d", $0), String(repeating: "v", count: 56)) })
     }
 
     /// Runs `samples` round trips after `warmup` unrecorded ones.
@@ -26,6 +34,7 @@ enum PingPong {
         case .cCallback: echo = try Child("cnotify-probe", ["bench-echo", ping, pong], environment: env)
         case .swiftClosure, .swiftAsync: echo = try Child("notify-bench", ["_swift-echo", ping, pong], environment: env)
         case .swiftDirect: echo = try Child("notify-bench", ["_swift-echo-direct", ping, pong], environment: env)
+        case .distributed: echo = try Child("notify-bench", ["_distributed-echo", ping, pong], environment: env)
         }
         defer { echo.stop() }
         _ = try echo.readLine { $0 == "ready" }
@@ -37,6 +46,7 @@ enum PingPong {
         case .swiftClosure: rtts = try swiftClosurePing(bus: bus, count: total, queue: DispatchQueue(label: "bench.pong"))
         case .swiftDirect: rtts = try swiftClosurePing(bus: bus, count: total, queue: nil)
         case .swiftAsync: rtts = try await swiftAsyncPing(bus: bus, count: total)
+        case .distributed: rtts = try distributedPing(bus: bus, count: total)
         }
         var result = Samples()
         for rtt in rtts.dropFirst(warmup) { result.record(rtt / 2) }
@@ -87,6 +97,42 @@ enum PingPong {
             rtts.append(now() - t0)
         }
         return rtts
+    }
+
+    /// The distributed round trip: a 1 KiB userInfo each way, closures on the centers' delivery queues.
+    private static func distributedPing(bus: String, count: Int) throws -> [UInt64] {
+        let center = try DistributedNotificationCenter(bus: bus)
+        let arrived = DispatchSemaphore(value: 0)
+        let pongAt = Mutex<UInt64>(0)
+        let token = try center.addObserver(forName: Notification.Name(pong), object: nil, suspensionBehavior: .hold, queue: nil) { note in
+            let t = now()
+            guard note.userInfo?.count == 16 else { return } // a pong without its payload is no pong
+            pongAt.withLock { $0 = t }
+            arrived.signal()
+        }
+        defer { center.removeObserver(token) }
+        var rtts: [UInt64] = []
+        rtts.reserveCapacity(count)
+        let userInfo = kibUserInfo()
+        for _ in 0..<count {
+            let t0 = now()
+            try center.postNotificationName(Notification.Name(ping), object: nil, userInfo: userInfo)
+            guard arrived.wait(timeout: .now() + 30) == .success else { throw BenchError("no distributed pong within 30 s") }
+            rtts.append(pongAt.withLock { $0 } - t0)
+        }
+        return rtts
+    }
+
+    /// The `_distributed-echo PING PONG` role: answers each distributed ping with its userInfo.
+    static func runDistributedEcho(ping: String, pong: String) throws -> Never {
+        let center = try DistributedNotificationCenter(bus: ProcessInfo.processInfo.environment["DARWIN_NOTIFY_BUS"] ?? "embedded")
+        let token = try center.addObserver(forName: Notification.Name(ping), object: nil, suspensionBehavior: .hold, queue: nil) { note in
+            try? center.postNotificationName(Notification.Name(pong), object: nil, userInfo: note.userInfo)
+        }
+        FileHandle.standardOutput.write(Data("ready\n".utf8)) // unbuffered: the readiness handshake
+        while readLine() != nil {} // until the benchmark closes our stdin
+        center.removeObserver(token)
+        exit(0)
     }
 
     /// The `_swift-echo[-direct] PING PONG` role: a Swift closure observer that answers each ping,

@@ -38,6 +38,27 @@ func latencySuite(_ options: Options) async throws -> [Row] {
     ]
 }
 
+/// `distributed`: post → closure in another process with a 1 KiB userInfo (DistributedNotification-
+/// Center), against a plain post to a Swift closure (queue: nil) and the raw-libdbus floor,
+/// interleaved in rounds. No target: the issue asks for the ratios.
+func distributedSuite(_ options: Options) async throws -> [Row] {
+    let bus = try PrivateBus()
+    defer { bus.stop() }
+    var floor = Samples(), plain = Samples(), distributed = Samples()
+    let perRound = max(1, options.samples / options.rounds)
+    for _ in 0..<options.rounds {
+        floor.add(try await PingPong.measure(.floor, bus: bus.address, samples: perRound, warmup: options.warmup))
+        plain.add(try await PingPong.measure(.swiftDirect, bus: bus.address, samples: perRound, warmup: options.warmup))
+        distributed.add(try await PingPong.measure(.distributed, bus: bus.address, samples: perRound, warmup: options.warmup))
+    }
+    return [
+        Row(label: PingPong.Variant.floor.rawValue, samples: floor, reference: nil, target: nil),
+        Row(label: PingPong.Variant.swiftDirect.rawValue, samples: plain, reference: floor.p50, target: nil),
+        Row(label: PingPong.Variant.distributed.rawValue + ", × floor", samples: distributed, reference: floor.p50, target: nil),
+        Row(label: PingPong.Variant.distributed.rawValue + ", × plain post", samples: distributed, reference: plain.p50, target: nil),
+    ]
+}
+
 /// `names`: the C-callback ping-pong while 10 other processes observe 1,000 names each
 /// (10,000 names), against the same ping-pong with no other observer, in the same run; then with
 /// 10 namespace observers added, against the run without them.

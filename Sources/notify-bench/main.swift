@@ -9,12 +9,16 @@ if arguments.count == 3, arguments[0] == "_swift-echo" || arguments[0] == "_swif
     try PingPong.runSwiftEcho(ping: arguments[1], pong: arguments[2], queue: queue)
 }
 
+if arguments.count == 3, arguments[0] == "_distributed-echo" {
+    try PingPong.runDistributedEcho(ping: arguments[1], pong: arguments[2])
+}
+
 if arguments.count >= 2, arguments[0] == "_peer-sub" {
     try SwiftPeer.runSubscriber(address: arguments[1], count: arguments.count >= 3 ? Int(arguments[2]) : nil)
 }
 
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: notify-bench latency|names|throughput|fanout|check|wormhole|memory|cli|bridge|peers|all [--samples N] [--rounds N] [--warmup N] [--json] [--strict] [--cli-extra PATH]...\n".utf8))
+    FileHandle.standardError.write(Data("usage: notify-bench latency|names|throughput|fanout|check|wormhole|memory|cli|bridge|peers|distributed|all [--samples N] [--rounds N] [--warmup N] [--json] [--strict] [--cli-extra PATH]...\n".utf8))
     exit(64)
 }
 
@@ -37,8 +41,8 @@ while i < arguments.count {
         default: options.warmup = n
         }
         i += 1
-    case "latency", "names", "throughput", "fanout", "check", "wormhole", "memory", "cli", "bridge", "peers": suites.append(arguments[i])
-    case "all": suites += ["latency", "names", "throughput", "fanout", "check", "wormhole", "memory", "cli", "peers"]
+    case "latency", "names", "throughput", "fanout", "check", "wormhole", "memory", "cli", "bridge", "peers", "distributed": suites.append(arguments[i])
+    case "all": suites += ["latency", "names", "throughput", "fanout", "check", "wormhole", "memory", "cli", "peers", "distributed"]
     default: usage()
     }
     i += 1
@@ -49,11 +53,13 @@ var failed = false
 do {
     for suite in suites {
         switch suite {
-        case "latency", "names":
-            let rows = suite == "latency" ? try await latencySuite(options) : try await namesSuite(options)
+        case "latency", "names", "distributed":
+            let rows = suite == "latency" ? try await latencySuite(options)
+                : suite == "names" ? try await namesSuite(options) : try await distributedSuite(options)
             let title = suite == "latency"
                 ? "latency: post → callback in another process, one way (round trip / 2), \(options.rounds) interleaved rounds, \(options.warmup) warm-up round trips per run"
-                : "names: C callback latency with 10,000 names observed by 10 other processes vs none"
+                : suite == "names" ? "names: C callback latency with 10,000 names observed by 10 other processes vs none"
+                : "distributed: a post with a 1 KiB userInfo → observer closure in another process, one way, against a plain post and the floor, \(options.rounds) interleaved rounds"
             if options.json { print(json(suite: suite, rows: rows)) } else { printTable(title: title, rows: rows) }
             failed = failed || rows.contains { !$0.passes }
         case "peers":

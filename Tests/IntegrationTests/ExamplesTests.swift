@@ -39,6 +39,16 @@ extension IntegrationSuites {
             for target in targets { #expect(FileManager.default.isExecutableFile(atPath: try program(target)), "\(target) did not build") }
         }
 
+        @Test("settings-broadcast: five changes to a listener suspended with .coalesce arrive as one, the last, on resume")
+        func settingsBroadcast() throws {
+            let listener = try ChildProcess(try program("settings-broadcast"), ["listen", "5"], environment: bus.environment)
+            try listener.waitForLine("listening (suspended)")
+            let changer = try run(try program("settings-broadcast"), ["change", "5"], environment: bus.environment)
+            #expect(changer.status == 0, "\(changer.err)")
+            #expect(try listener.waitForExit(timeout: 60) == 0, "\(listener.stderr)")
+            #expect(listener.lines == ["listening (suspended)", "theme=theme-5 size=15", "1 delivered for 5 changes"], "\(listener.lines)")
+        }
+
         @Test("settings-sync: app and helper edit at once; both load all 100 edits, none lost")
         func settingsSync() throws {
             let container = try makeTemporaryDirectory("settings")
