@@ -185,15 +185,28 @@ public struct DeliveredPost: Sendable, Hashable {
 }
 
 extension NotifyCenter {
+    /// Calls `handler` on the center's delivery thread for every post of `name`, telling whether
+    /// this center posted it (a bridge must not deliver its own posts twice). As
+    /// ``observe(_:queue:handler:)`` with `queue: nil`.
+    public func observePosts(_ name: String,
+                             handler: @escaping @Sendable (DeliveredPost) -> Void) throws(NotifyError) -> NotificationObservation {
+        try observePosts(key: name, isNamespace: false, handler: handler)
+    }
+
     /// Calls `handler` on the center's delivery thread for every post of `namespace` and of the
     /// names under it, telling whether this center posted it (a bridge must not send its own
     /// posts back). As ``observe(namespace:queue:handler:)`` with `queue: nil`.
     public func observePosts(namespace: String,
                              handler: @escaping @Sendable (DeliveredPost) -> Void) throws(NotifyError) -> NotificationObservation {
+        try observePosts(key: namespace, isNamespace: true, handler: handler)
+    }
+
+    private func observePosts(key: String, isNamespace: Bool,
+                              handler: @escaping @Sendable (DeliveredPost) -> Void) throws(NotifyError) -> NotificationObservation {
         // The C center is safe to use from any thread; the closure only runs while the center
         // lives (its destroy removes every registration first).
         nonisolated(unsafe) let center = handle
-        return try register(namespace, isNamespace: true, gate: nil) { name in
+        return try register(key, isNamespace: isNamespace, gate: nil) { name in
             // On the delivery thread, inside the C callback: the core describes the post.
             var info = CNotify_post_info()
             let known = CNotify_center_current_post(center, &info) == UInt32(NOTIFY_STATUS_OK)

@@ -227,6 +227,14 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     open func addObserver(forName name: Notification.Name?, object: String?, suspensionBehavior: SuspensionBehavior,
                           queue: OperationQueue? = nil,
                           using block: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> NSObjectProtocol {
+        try addObserver(forName: name, object: object, suspensionBehavior: suspensionBehavior, queue: queue, skippingOwnPosts: false,
+                        using: block)
+    }
+
+    /// As above; `skippingOwnPosts` leaves out what this very center posted (the bridge's exports).
+    func addObserver(forName name: Notification.Name?, object: String?, suspensionBehavior: SuspensionBehavior,
+                     queue: OperationQueue? = nil, skippingOwnPosts: Bool,
+                     using block: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> NSObjectProtocol {
         let deliver: @Sendable (Notification) -> Void
         if let queue {
             let box = UncheckedBox(queue) // OperationQueue is thread-safe; only addOperation is called
@@ -237,7 +245,8 @@ open class DistributedNotificationCenter: @unchecked Sendable {
         } else {
             deliver = block
         }
-        let id = try register(name: name, object: object, behavior: suspensionBehavior, owner: nil, deliver: deliver)
+        let id = try register(name: name, object: object, behavior: suspensionBehavior, owner: nil, skipOwn: skippingOwnPosts,
+                              deliver: deliver)
         return DistributedObservation(center: self, id: id)
     }
 
@@ -250,7 +259,7 @@ open class DistributedNotificationCenter: @unchecked Sendable {
                                                suspensionBehavior: SuspensionBehavior = .coalesce) throws(DistributedNotificationError) {
         let weakObserver = WeakBox(observer)
         let method = UncheckedBox(selector) // called only on the delivery queue
-        _ = try register(name: name, object: object, behavior: suspensionBehavior, owner: ObjectIdentifier(observer)) { note in
+        _ = try register(name: name, object: object, behavior: suspensionBehavior, owner: ObjectIdentifier(observer), skipOwn: false) { note in
             guard let target = weakObserver.value as? Observer else { return }
             method.value(target)(note)
         }
@@ -321,10 +330,11 @@ open class DistributedNotificationCenter: @unchecked Sendable {
 
     /// A C distributed handler whose arrivals go to the delivery queue, and its registration.
     private func register(name: Notification.Name?, object: String?, behavior: SuspensionBehavior, owner: ObjectIdentifier?,
-                          deliver: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> Int {
+                          skipOwn: Bool, deliver: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> Int {
         let id = state.withLock { s in defer { s.nextID += 1 }; return s.nextID }
         let weakSelf = WeakBox(self)
         let box = CallbackBox<DistributedArrival> { arrival in
+            if skipOwn && arrival.fromThisCenter { return }
             guard let center = weakSelf.value as? DistributedNotificationCenter else { return }
             center.deliveryQueue.async { center.arrived(arrival, at: id) }
         }
@@ -427,6 +437,7 @@ struct DistributedArrival: Sendable {
     let object: String?
     let userInfo: UncheckedBox<[AnyHashable: Any]?>
     let deliverImmediately: Bool
+    let fromThisCenter: Bool
 }
 
 /// A weak reference that crosses threads (read only to call into the object, which is thread-safe).
@@ -444,6 +455,7 @@ let distributedTrampoline: CNotify_distributed_handler = { context, note in
         name: String(cString: n.name),
         object: n.object.map { String(cString: $0) },
         userInfo: UncheckedBox(n.user_info.map { PropertyListTree.userInfo($0) }),
-        deliverImmediately: n.options & UInt32(CNOTIFY_DISTRIBUTED_DELIVER_IMMEDIATELY) != 0)
+        deliverImmediately: n.options & UInt32(CNOTIFY_DISTRIBUTED_DELIVER_IMMEDIATELY) != 0,
+        fromThisCenter: n.from_this_center != 0)
     CallbackBox<DistributedArrival>.from(context).invoke(arrival)
 }
