@@ -49,7 +49,7 @@ LIB_CFLAGS  := $(CFLAGS) -std=gnu11 -fPIC -Wall -D_GNU_SOURCE -DDARWIN_NOTIFY_VE
 
 SRCS := $(wildcard Shims/CNotify/*/*.c)
 OBJS := $(patsubst Shims/CNotify/%.c,$(BUILD)/obj/%.o,$(SRCS))
-HEADERS := Shims/CNotify/include/notify.h Shims/CNotify/include/darwin_notify.h
+HEADERS := Shims/CNotify/include/notify.h Shims/CNotify/include/darwin_notify.h Shims/CNotify/include/darwin_notify_distributed.h
 MANPAGES := $(wildcard man/*.1 man/*.3 man/*.7)
 CLIS := notifyutil wormhole notify-bridge
 
@@ -60,6 +60,8 @@ all: lib data $(if $(filter 1,$(WITH_CLI)),cli)
 lib: $(BUILD)/$(REALNAME) $(BUILD)/$(LIBNAME).a $(BUILD)/darwin-notify.pc
 
 $(BUILD)/obj/%.o: Shims/CNotify/%.c $(wildcard Shims/CNotify/*/*.h) $(HEADERS) VERSION
+	@grep -q '"$(VERSION)"' Shims/CNotify/base/version_number.h || { \
+	    echo "VERSION says $(VERSION) but Shims/CNotify/base/version_number.h does not: set both"; exit 1; }
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -c $< -o $@
 

@@ -2,10 +2,10 @@
 import Foundation
 import PackageDescription
 
-// One version for everything (the library, both CLIs, darwin-notify.pc, the man pages, the
-// Debian package): the VERSION file, which the Makefile reads too.
-let version = ((try? String(contentsOfFile: Context.packageDirectory + "/VERSION", encoding: .utf8)) ?? "0.0.0")
-    .trimmingCharacters(in: .whitespacesAndNewlines)
+// One version for everything (the library, the CLIs, darwin-notify.pc, the man pages, the Debian
+// package): the VERSION file. SwiftPM builds take it from Shims/CNotify/base/version_number.h, not
+// from here: SwiftPM caches this manifest's result by its text, so a number read here went stale
+// after a bump of VERSION alone (the Makefile checks that the two agree).
 
 // notifyutil carries the Swift runtime inside (below); sanitizer builds (`swift build
 // --sanitize=address|thread|undefined`) set DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL=1 (.ci/sanitize does
@@ -48,7 +48,7 @@ let package = Package(
             dependencies: ["CDBus"],
             path: "Shims/CNotify",
             publicHeadersPath: "include",
-            cSettings: [.define("_GNU_SOURCE"), .define("DARWIN_NOTIFY_VERSION", to: "\"\(version)\"")],
+            cSettings: [.define("_GNU_SOURCE")],
             // Not libdispatch: notify_register_dispatch finds it at run time (dispatch_api.c).
             linkerSettings: [.linkedLibrary("dbus-1"), .linkedLibrary("pthread")]
         ),

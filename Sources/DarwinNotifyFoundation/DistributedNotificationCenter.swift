@@ -259,7 +259,8 @@ open class DistributedNotificationCenter: @unchecked Sendable {
                                                suspensionBehavior: SuspensionBehavior = .coalesce) throws(DistributedNotificationError) {
         let weakObserver = WeakBox(observer)
         let method = UncheckedBox(selector) // called only on the delivery queue
-        _ = try register(name: name, object: object, behavior: suspensionBehavior, owner: ObjectIdentifier(observer), skipOwn: false) { note in
+        _ = try register(name: name, object: object, behavior: suspensionBehavior, owner: ObjectIdentifier(observer), skipOwn: false,
+                         isAlive: { weakObserver.value != nil }) { note in
             guard let target = weakObserver.value as? Observer else { return }
             method.value(target)(note)
         }
@@ -311,6 +312,8 @@ open class DistributedNotificationCenter: @unchecked Sendable {
         let behavior: SuspensionBehavior
         let owner: ObjectIdentifier?
         let gate: InvocationGate
+        /// False once a selector-form observer is gone: the registration is removed at its next delivery.
+        let isAlive: @Sendable () -> Bool
         let deliver: @Sendable (Notification) -> Void
     }
 
@@ -330,7 +333,8 @@ open class DistributedNotificationCenter: @unchecked Sendable {
 
     /// A C distributed handler whose arrivals go to the delivery queue, and its registration.
     private func register(name: Notification.Name?, object: String?, behavior: SuspensionBehavior, owner: ObjectIdentifier?,
-                          skipOwn: Bool, deliver: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> Int {
+                          skipOwn: Bool, isAlive: @escaping @Sendable () -> Bool = { true },
+                          deliver: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> Int {
         let id = state.withLock { s in defer { s.nextID += 1 }; return s.nextID }
         let weakSelf = WeakBox(self)
         let box = CallbackBox<DistributedArrival> { arrival in
@@ -348,7 +352,7 @@ open class DistributedNotificationCenter: @unchecked Sendable {
             throw DistributedNotificationError(.notify, "cannot observe: \(error)", status: error.code.rawValue)
         }
         let registration = Registration(id: id, cID: cID, name: name?.rawValue, object: object, behavior: behavior,
-                                        owner: owner, gate: InvocationGate(), deliver: deliver)
+                                        owner: owner, gate: InvocationGate(), isAlive: isAlive, deliver: deliver)
         state.withLock { $0.observers[id] = registration }
         return id
     }
@@ -391,6 +395,14 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     /// Notifications are made and read on the delivery queue only (UncheckedBox carries them out of
     /// the lock), or handed whole to an observer's OperationQueue.
     private func run(_ r: Registration, _ note: UncheckedBox<Notification>) {
+        guard r.isAlive() else { // its observer is gone: so is the registration
+            let removed = state.withLock { s -> Bool in
+                s.held.removeAll { $0.registration == r.id }
+                return s.observers.removeValue(forKey: r.id) != nil
+            }
+            if removed { finish(r) }
+            return
+        }
         let current = state.withLock { $0.observers[r.id] != nil }
         if current { r.gate.run { r.deliver(note.value) } }
     }

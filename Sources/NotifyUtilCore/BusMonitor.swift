@@ -81,26 +81,7 @@ public struct MonitoredPost: Sendable, Equatable {
 
     /// One JSON object.
     public var json: String {
-        func quoted(_ s: String) -> String {
-            var out = "\""
-            for scalar in s.unicodeScalars {
-                switch scalar {
-                case "\"": out += "\\\""
-                case "\\": out += "\\\\"
-                case "\n": out += "\\n"
-                case "\r": out += "\\r"
-                case "\t": out += "\\t"
-                default:
-                    if scalar.value < 0x20 || (0x7F ... 0x9F).contains(scalar.value) {
-                        let hex = String(scalar.value, radix: 16)
-                        out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                    } else {
-                        out.unicodeScalars.append(scalar)
-                    }
-                }
-            }
-            return out + "\""
-        }
+        let quoted = JSONString.quoted
         let fields = [
             "\"time\":\(when)", "\"name\":\(quoted(name))", "\"sender\":\(quoted(sender))",
             "\"pid\":\(pid.map(String.init) ?? "null")", "\"uid\":\(uid.map(String.init) ?? "null")",

@@ -88,12 +88,12 @@ struct Watch: ParsableCommand {
             throw Failure(description: "cannot watch: \(String(cString: CNotify_last_error()))")
         }
         // Scripts and tests wait for this line: from here on, every post is printed.
-        writeAll(2, "distnotify: watching\n")
+        StandardStreams.err("distnotify: watching\n")
         printer.waitUntilDone()
         var stats = CNotify_distributed_stats()
         CNotify_distributed_get_stats(center, &stats)
         if stats.dropped > 0 {
-            writeAll(2, "distnotify: \(stats.dropped) malformed notifications dropped\n")
+            StandardStreams.err("distnotify: \(stats.dropped) malformed notifications dropped\n")
         }
     }
 }
@@ -133,7 +133,7 @@ final class Printer: @unchecked Sendable {
         }
         pthread_mutex_lock(&lock)
         if limit.map({ printed < $0 }) ?? true {
-            writeAll(1, line + "\n")
+            StandardStreams.out(line + "\n")
             printed += 1
             pthread_cond_broadcast(&done)
         }
@@ -147,13 +147,3 @@ final class Printer: @unchecked Sendable {
     }
 }
 
-/// Writes all of `text` to `fd` (stdout, stderr), unbuffered: a watcher's lines are seen at once.
-func writeAll(_ fd: Int32, _ text: String) {
-    var bytes = Array(text.utf8)[...]
-    while !bytes.isEmpty {
-        let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 { return }
-        bytes = bytes.dropFirst(n)
-    }
-}

@@ -4,6 +4,7 @@
 // any other an integer (64-bit: past that it is refused, never rounded). null has no property-list
 // form and is refused.
 import CNotify
+import DarwinNotify
 import FoundationEssentials
 
 struct PlistJSONError: Error, CustomStringConvertible {
@@ -278,20 +279,5 @@ enum PlistJSONWriter {
         return text.contains(".") || text.contains("e") || text.contains("E") ? text : text + ".0"
     }
 
-    static func quoted(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if u.value < 0x20 { out += "\\u" + String(repeating: "0", count: 4 - String(u.value, radix: 16).count) + String(u.value, radix: 16) }
-                else { out.unicodeScalars.append(u) }
-            }
-        }
-        return out + "\""
-    }
+    static func quoted(_ s: String) -> String { JSONString.quoted(s) }
 }

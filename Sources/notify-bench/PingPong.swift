@@ -16,7 +16,7 @@ enum PingPong {
         case swiftClosure = "Swift closure (DarwinNotify)"
         case swiftDirect = "Swift closure, queue: nil"
         case swiftAsync = "Swift AsyncSequence (DarwinNotify)"
-        case distributed = "distributed, 1 KiB userInfo, queue: nil (DistributedNotificationCenter)"
+        case distributed = "distributed, 1 KiB userInfo (queue: nil)"
     }
 
     /// The userInfo of the `distributed` variant: 16 strings of 56 bytes under 8-byte keys, about

@@ -54,8 +54,8 @@ func distributedSuite(_ options: Options) async throws -> [Row] {
     return [
         Row(label: PingPong.Variant.floor.rawValue, samples: floor, reference: nil, target: nil),
         Row(label: PingPong.Variant.swiftDirect.rawValue, samples: plain, reference: floor.p50, target: nil),
-        Row(label: PingPong.Variant.distributed.rawValue + ", × floor", samples: distributed, reference: floor.p50, target: nil),
-        Row(label: PingPong.Variant.distributed.rawValue + ", × plain post", samples: distributed, reference: plain.p50, target: nil),
+        Row(label: PingPong.Variant.distributed.rawValue + " vs floor", samples: distributed, reference: floor.p50, target: nil),
+        Row(label: PingPong.Variant.distributed.rawValue + " vs plain post", samples: distributed, reference: plain.p50, target: nil),
     ]
 }
 

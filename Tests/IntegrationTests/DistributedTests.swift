@@ -86,6 +86,27 @@ extension IntegrationSuites {
                 """), "\(child.stdout)")
         }
 
+        @Test("one poster's notifications arrive in order, numbered 1, 2, 3 … with no gap; posts of the same name stay apart")
+        func orderAndNumbering() throws {
+            let center = try DistributedNotificationCenter(bus: bus.address)
+            let child = try watcher(["o.seq", "--count", "50"])
+            let plain = try ChildProcess("cnotify-probe", ["stats", "o.seq", "o.end"], environment: bus.environment, stdin: true)
+            try plain.waitForLine("ready")
+            for i in 1...50 { try center.postNotificationName(.init("o.seq"), object: nil, userInfo: ["i": i]) }
+            try center.notifyCenter?.post("o.end") // a Darwin post of another name, on the same connection
+            #expect(try child.waitForExit() == 0)
+            let lines = child.lines
+            #expect(lines.count == 50)
+            for (k, line) in lines.enumerated() {
+                #expect(line.contains(#""userInfo":{"i":\#(k + 1)}"#) && line.contains(#""sequence":\#(k + 1),"#), "\(k): \(line)")
+            }
+            // The Darwin observer of o.seq saw none of them: distributed names are their own.
+            try plain.waitForLine { $0.hasPrefix("o.end") }
+            #expect(!plain.lines.contains { $0.hasPrefix("o.seq") }, "\(plain.lines)")
+            plain.closeStdin()
+            _ = try plain.waitForExit()
+        }
+
         @Test("observers filter by name (nil: every name) and by object (nil: any)")
         func filters() throws {
             let center = try DistributedNotificationCenter(bus: bus.address)
@@ -149,6 +170,32 @@ extension IntegrationSuites {
             #expect(held.labels().suffix(2) == ["s.hold/5", "s.hold/6"])
             #expect(center.suspended)
             center.suspended = false
+        }
+
+        @Test("the selector form calls a method of an observer it holds weakly; removeObserver(observer) removes it")
+        func selectorForm() throws {
+            let center = try DistributedNotificationCenter(bus: bus.address)
+            var settings: SettingsObserver? = SettingsObserver()
+            weak let weakSettings = settings
+            try center.addObserver(settings!, selector: SettingsObserver.changed, name: .init("sel.x"), object: nil, suspensionBehavior: .hold)
+            let sentinel = Seen()
+            let token = try center.addObserver(forName: .init("sel.x"), object: nil, suspensionBehavior: .hold) { sentinel.add($0) }
+            defer { center.removeObserver(token) }
+            try post(["sel.x", "--object", "a"])
+            try repeatUntil("the method", action: {}, done: { settings?.seen.withLock { $0 } == ["a"] })
+            settings = nil
+            #expect(weakSettings == nil, "the center does not keep the observer alive")
+            try post(["sel.x", "--object", "b"])
+            try repeatUntil("the sentinel", action: {}, done: { sentinel.count == 2 })
+            // An observer removed by identity gets nothing more.
+            let other = SettingsObserver()
+            try center.addObserver(other, selector: SettingsObserver.changed, name: .init("sel.x"), object: nil, suspensionBehavior: .hold)
+            try post(["sel.x", "--object", "c"])
+            try repeatUntil("the second observer", action: {}, done: { other.seen.withLock { $0 } == ["c"] })
+            center.removeObserver(other)
+            try post(["sel.x", "--object", "d"])
+            try repeatUntil("the sentinel", action: {}, done: { sentinel.count == 4 })
+            #expect(other.seen.withLock { $0 } == ["c"])
         }
 
         @Test("a userInfo that is no property list is refused at the poster, and nothing of it is sent")
@@ -240,4 +287,10 @@ extension IntegrationSuites {
                     "\(line)")
         }
     }
+}
+
+/// A selector-form observer: its method is the "selector".
+final class SettingsObserver: Sendable {
+    let seen = Mutex<[String]>([])
+    func changed(_ note: Notification) { seen.withLock { $0.append(note.object as? String ?? "-") } }
 }

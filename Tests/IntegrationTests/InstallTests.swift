@@ -83,7 +83,7 @@ extension IntegrationSuites {
                 pages += try FileManager.default.contentsOfDirectory(atPath: mandir + "/" + section).map { section + "/" + $0 }
             }
             // A page for every call the headers declare (sd-bus style: one name, one page).
-            let headers = try ["notify.h", "darwin_notify.h"].map {
+            let headers = try ["notify.h", "darwin_notify.h", "darwin_notify_distributed.h"].map {
                 try String(contentsOfFile: InstallTests.root + "/Shims/CNotify/include/" + $0, encoding: .utf8)
             }.joined()
             let calls = Set(headers.matches(of: /\b((?:notify|CNotify)_[a-z_0-9]+)\s*\(/).map { String($0.1) })

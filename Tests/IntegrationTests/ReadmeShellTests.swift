@@ -5,7 +5,7 @@ import Testing
 /// products built next to this test first on PATH, a private bus, private runtime, state and
 /// container directories, and a scratch working directory that sees the repository's files. A
 /// line passes if it exits 0, or, for a command documented to wait (-w, -N, listen, --monitor,
-/// notify-bridge, which runs until stopped), if it is
+/// distnotify watch, notify-bridge, which runs until stopped), if it is
 /// still waiting after a second. The few lines that would change the machine or are CI's own job
 /// are listed below with where they are run instead.
 extension IntegrationSuites {
@@ -62,7 +62,7 @@ extension IntegrationSuites {
                         let command = line.replacingOccurrences(of: "bash .ci/install-deps && swift run ", with: "")
                         let child = try ChildProcess("/bin/sh", ["-c", "cd \"$0\" && " + command, sandbox],
                                                      environment: command.contains("--libs darwin-notify") ? installed : env)
-                        let waits = command.range(of: #"(^|\s)-(w|W[0-9]*|[0-9]+)\s|\blisten\b|--monitor|^notify-bridge\s"#, options: .regularExpression) != nil
+                        let waits = command.range(of: #"(^|\s)-(w|W[0-9]*|[0-9]+)\s|\blisten\b|--monitor|^notify-bridge\s|^distnotify watch\s"#, options: .regularExpression) != nil
                         if child.exits(within: waits ? 1 : 60) {
                             let status = try child.waitForExit()
                             let ok = status == 0 || (command.hasPrefix("notifyutil --bus-status") && status == 3)

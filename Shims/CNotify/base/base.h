@@ -32,7 +32,8 @@
  *   lock (owner)                          guards                                       notes
  *   centers_lock (center/lifecycle.c)     the process-wide list of centers            the exit-time flush takes the rows below
  *   delivery.lock (center/delivery.c)     one callback of a center at a time          held around every callback
- *   registry.lock (center/registry.c)     names, namespaces, entries, pins, running   cond: registry.cond
+ *   registry.lock (center/registry.c)     names, namespaces, entries, pins, running   cond: registry.cond; one per
+ *                                         registry (posts, distributed), never held together
  *   subs.lock (center/subscriptions.c)    the subscription set (key -> refs, gen)     cond: subs.cond; sends rules, never waits
  *   start_lock (transport/bus_transport.c)  the first connection
  *   link.lock (transport/bus_link.c)  conn, gen, identity, address, waiters      short: copies out, never waits

@@ -39,6 +39,8 @@ typedef struct cn_wire_post {
 DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, uint64_t origin);
 typedef enum { CN_WIRE_NOT_OURS, CN_WIRE_MALFORMED, CN_WIRE_POST } cn_wire_result;
 cn_wire_result cn_wire_parse(DBusMessage *msg, cn_wire_post *out);
+/* `m` (taken; NULL: building it failed, the error set) marshalled as D-Bus sends it, serial 1. */
+uint32_t cn_wire_marshal(DBusMessage *m, const char *name, char **out_bytes, int *out_len);
 
 /* ---- bus_distributed.c: the Distributed Post message (PROTOCOL.md "Distributed notifications") ---- */
 typedef struct cn_wire_distributed {

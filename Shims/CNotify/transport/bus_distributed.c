@@ -314,13 +314,7 @@ uint32_t CNotify_protocol_build_distributed(const char *name, const char *object
         return NOTIFY_STATUS_INVALID_REQUEST;
     }
     cn_outgoing_distributed post = { name, object, user_info, seq, origin, options };
-    DBusMessage *m = cn_distributed_build(&post);
-    if (!m) return NOTIFY_STATUS_FAILED;
-    dbus_message_set_serial(m, 1); /* a message is marshalled only once it has a serial */
-    int ok = dbus_message_marshal(m, out_bytes, out_len);
-    dbus_message_unref(m);
-    if (!ok) { cn_set_error("out of memory while marshalling the distributed post of %s", name); return NOTIFY_STATUS_FAILED; }
-    return NOTIFY_STATUS_OK;
+    return cn_wire_marshal(cn_distributed_build(&post), name, out_bytes, out_len);
 }
 
 uint32_t CNotify_protocol_distributed_match_rule(const char *name, char *out, size_t len) {

@@ -71,18 +71,21 @@ cn_wire_result cn_wire_parse(DBusMessage *msg, cn_wire_post *out) {
     return CN_WIRE_POST;
 }
 
-static uint32_t marshal_post(const char *name, uint64_t seq, uint64_t origin, char **out_bytes, int *out_len) {
-    CN_RETURN_IF_NULL(out_bytes, "output pointer");
-    CN_RETURN_IF_NULL(out_len, "length pointer");
-    uint32_t st = CNotify_validate_name(name);
-    if (st != NOTIFY_STATUS_OK) return st;
-    DBusMessage *m = cn_wire_build(name, seq, -1, origin);
-    if (!m) return NOTIFY_STATUS_FAILED;
+uint32_t cn_wire_marshal(DBusMessage *m, const char *name, char **out_bytes, int *out_len) {
+    if (!m) return NOTIFY_STATUS_FAILED; /* building it failed: the error is set */
     dbus_message_set_serial(m, 1); /* a message is marshalled only once it has a serial */
     int ok = dbus_message_marshal(m, out_bytes, out_len);
     dbus_message_unref(m);
     if (!ok) { cn_set_error("out of memory while marshalling the post of %s", name); return NOTIFY_STATUS_FAILED; }
     return NOTIFY_STATUS_OK;
+}
+
+static uint32_t marshal_post(const char *name, uint64_t seq, uint64_t origin, char **out_bytes, int *out_len) {
+    CN_RETURN_IF_NULL(out_bytes, "output pointer");
+    CN_RETURN_IF_NULL(out_len, "length pointer");
+    uint32_t st = CNotify_validate_name(name);
+    if (st != NOTIFY_STATUS_OK) return st;
+    return cn_wire_marshal(cn_wire_build(name, seq, -1, origin), name, out_bytes, out_len);
 }
 
 static uint32_t copy_parsed(DBusMessage *m, char *out_name, size_t name_len, uint64_t *out_seq, int *out_has_seq) {
