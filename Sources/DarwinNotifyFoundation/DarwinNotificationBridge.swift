@@ -17,7 +17,7 @@ import Synchronization
 /// A Darwin notification is a name and nothing more. An exported notification's `object` and
 /// `userInfo` cannot travel with it: the bridge says so (``export(_:onError:onPayloadDropped:)``),
 /// and carries them when told to use a ``DistributedNotificationCenter`` instead
-/// (``export(_:through:onError:)``, ``forward(_:from:)``).
+/// (``export(_:through:onError:)``, ``forward(_:from:delivery:)``).
 ///
 /// Lifetime: the bridge keeps itself alive while it forwards or exports anything, so one made and
 /// not kept keeps working; ``invalidate()`` stops everything and lets it go.
