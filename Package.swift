@@ -62,7 +62,7 @@ let package = Package(
         ),
         // The bridge and the wormhole tool use FoundationEssentials, not Foundation: Foundation's
         // ICU data alone made each binary 60 MB stripped (issue 25).
-        .target(name: "NotifyBridge", dependencies: ["DarwinNotify", "CDBus", "CMosquitto", "Wormhole",
+        .target(name: "NotifyBridge", dependencies: ["DarwinNotify", "CNotify", "CDBus", "CMosquitto", "Wormhole",
                                                      .product(name: "SystemPackage", package: "swift-system")]),
         .executableTarget(
             name: "notify-bridge",

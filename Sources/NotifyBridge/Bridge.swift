@@ -2,6 +2,7 @@
 // are published; messages of imported namespaces are posted locally; state and wormhole messages
 // travel as retained or QoS 1 messages. Nothing the bridge itself posted locally goes out again
 // (DeliveredPost.fromThisCenter tells it), and nothing it published comes back in (`origin`).
+import CNotify
 import DarwinNotify
 import Dispatch
 import FoundationEssentials
@@ -92,6 +93,8 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     private nonisolated(unsafe) var observations: [NotificationObservation] = []
     /// The bus name that keeps a second bridge of ours off this bus (BusClaim), held while running.
     private nonisolated(unsafe) var claim: BusClaim?
+    // nonisolated(unsafe): set once in start(), before the MQTT client runs; read in stop().
+    private nonisolated(unsafe) var distributedHandler: UInt64 = 0
 
     /// The publishing side: the sequence and the publish happen under one lock, so the broker
     /// receives messages in sequence order.
@@ -157,6 +160,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         var observed = exports
         if !mirrors.isEmpty { observed.append(WormholeMirror.announcementNamespace) }
         for ns in Namespaces.minimal(observed) { try observeLocally(ns) }
+        if !exports.isEmpty { try observeDistributed() }
         if !exports.isEmpty { try watchStates() }
         do { try mqttClient.start(options: configuration.mqtt) } catch { throw BridgeError(.broker, "\(error)") }
         for mirror in mirrors { mirror.start() }
@@ -165,6 +169,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     public func stop() {
         stopping.store(true, ordering: .relaxed)
         for observation in observations { observation.cancel() }
+        if distributedHandler != 0 { CNotify_distributed_remove_handler(center.cCenter, distributedHandler) }
         client?.stop()
         stateWatcher?.stop()
         for mirror in mirrors { mirror.stop() }
@@ -176,6 +181,24 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         } catch {
             throw BridgeError(.localBus, "cannot observe '\(ns)' on the local bus: \(error.message)")
         }
+    }
+
+    /// Every distributed notification of the local bus (one rule), exported when in an exported
+    /// namespace; the bridge's own imports (posted by its center) are skipped.
+    private func observeDistributed() throws(BridgeError) {
+        let box = CallbackBox<DistributedNote> { [weak self] note in self?.localDistributed(note) }
+        var id: UInt64 = 0
+        do {
+            try box.install { context, release in
+                CNotify_distributed_add_handler(center.cCenter, nil, nil, { context, note in
+                    guard let context, let note, note.pointee.from_this_center == 0 else { return }
+                    CallbackBox<DistributedNote>.from(context).invoke(DistributedNote(note))
+                }, context, release, &id)
+            }
+        } catch {
+            throw BridgeError(.localBus, "cannot observe distributed notifications on the local bus: \(error.message)")
+        }
+        distributedHandler = id
     }
 
     private func watchStates() throws(BridgeError) {
@@ -194,6 +217,15 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     }
 
     // MARK: Local → broker
+
+    /// A distributed notification on the local bus (the center's delivery thread): out whole, as
+    /// its Distributed Post marshalled (name, object, userInfo, options; docs/BRIDGE.md).
+    private func localDistributed(_ note: DistributedNote) {
+        guard isExported(note.name), let bytes = note.marshalled else { return }
+        if publish(topic: TopicCodec.distributedTopic(note.name), body: .distributed(bytes)) {
+            counters.withLock { $0.exported += 1 }
+        }
+    }
 
     /// A post on the local bus (the center's delivery thread).
     private func localPost(_ post: DeliveredPost) {
@@ -281,6 +313,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         for ns in imports {
             filters.append(TopicCodec.filter(root: TopicCodec.postRoot, namespace: ns))
             filters.append(TopicCodec.filter(root: TopicCodec.stateRoot, namespace: ns))
+            filters.append(TopicCodec.filter(root: TopicCodec.distributedRoot, namespace: ns))
         }
         filters += mirrors.map(\.filter)
         if filters.isEmpty {
@@ -355,6 +388,9 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         } else if topic.hasPrefix(TopicCodec.stateRoot + "/") {
             guard let name = importableName(topic, root: TopicCodec.stateRoot) else { return }
             importState(name, payload, topic: topic)
+        } else if topic.hasPrefix(TopicCodec.distributedRoot + "/") {
+            guard let name = importableName(topic, root: TopicCodec.distributedRoot) else { return }
+            importDistributed(name, payload, topic: topic)
         } else {
             counters.withLock { $0.invalid += 1 }
             reporter.repeated("topic", "ignored a message on \(topic): not a topic this bridge reads (docs/BRIDGE.md, \"Topics\")")
@@ -393,6 +429,33 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         } catch {
             counters.withLock { $0.refused += 1 }
             reporter.repeated("post:" + name, "cannot post \(name) locally: \(error.message)")
+        }
+    }
+
+    /// A distributed notification from the broker: checked as a receiver checks one (the payload is
+    /// another host's word), its name must be its topic's, and it is posted on the local bus whole.
+    private func importDistributed(_ name: String, _ payload: BridgePayload, topic: String) {
+        guard case .distributed(let bytes) = payload.body else { return invalid(topic, "a distributed topic carries a \(payload.body.kind)") }
+        guard accept(payload, topic: topic) else { return }
+        var nameBuffer = [CChar](repeating: 0, count: Int(CNOTIFY_NAME_MAX) + 1)
+        var objectBuffer = [CChar](repeating: 0, count: Int(CNOTIFY_NAME_MAX) + 1)
+        var userInfo: OpaquePointer?
+        var options: UInt32 = 0
+        let parsed = bytes.withUnsafeBytes { raw in
+            CNotify_protocol_parse_distributed(raw.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(raw.count),
+                                               &nameBuffer, &objectBuffer, &userInfo, &options)
+        }
+        guard parsed == UInt32(NOTIFY_STATUS_OK) else { return invalid(topic, String(cString: CNotify_last_error())) }
+        defer { CNotify_plist_free(userInfo) }
+        let carried = String(decoding: nameBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard carried == name else { return invalid(topic, "the notification inside is '\(carried)', not its topic's name") }
+        let object = objectBuffer[0] == 0 ? nil : String(decoding: objectBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let status = CNotify_distributed_post(center.cCenter, name, object, userInfo, options)
+        if status == UInt32(NOTIFY_STATUS_OK) {
+            counters.withLock { $0.imported += 1 }
+        } else {
+            counters.withLock { $0.refused += 1 }
+            reporter.repeated("distributed:" + name, "cannot post the distributed notification \(name) locally: \(String(cString: CNotify_last_error()))")
         }
     }
 
@@ -490,6 +553,7 @@ extension BridgePayload.Body {
         case .post: "post"
         case .state: "state"
         case .wormhole: "wormhole message"
+        case .distributed: "distributed notification"
         }
     }
 }
@@ -519,4 +583,25 @@ public struct BridgeError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { message }
+}
+
+/// A distributed notification as the bridge exports it, made on the delivery thread while the C
+/// note is valid: its name, and its Distributed Post marshalled (nil when out of memory).
+struct DistributedNote: Sendable {
+    let name: String
+    let marshalled: Data?
+
+    init(_ note: UnsafePointer<CNotify_distributed_note>) {
+        let n = note.pointee
+        name = String(cString: n.name)
+        var bytes: UnsafeMutablePointer<CChar>?
+        var length: Int32 = 0
+        if CNotify_protocol_build_distributed(n.name, n.object, n.user_info, 0, 0, n.options, &bytes, &length) == UInt32(NOTIFY_STATUS_OK),
+           let bytes {
+            marshalled = Data(bytes: bytes, count: Int(length))
+            CNotify_protocol_free(bytes)
+        } else {
+            marshalled = nil
+        }
+    }
 }

@@ -5,6 +5,7 @@ import Glibc
 //     DNB1 <origin> <seq> post\n
 //     DNB1 <origin> <seq> state <value>\n
 //     DNB1 <origin> <seq> wormhole\n<the message file, docs/PROTOCOL.md "Message file">
+//     DNB1 <origin> <seq> distributed\n<the Distributed Post, marshalled: docs/PROTOCOL.md>
 //
 // `origin` names the bridge that published it (1–64 bytes of [A-Za-z0-9._-], new each run), so a
 // bridge skips what it sent itself when the broker hands it back; `seq` counts that bridge's
@@ -16,6 +17,8 @@ public struct BridgePayload: Equatable, Sendable {
         case post
         case state(UInt64)
         case wormhole(Data)
+        /// A distributed notification: its Distributed Post signal as D-Bus marshals it.
+        case distributed(Data)
     }
 
     public static let magic = "DNB1"
@@ -35,9 +38,11 @@ public struct BridgePayload: Equatable, Sendable {
         case .post: line += "post\n"
         case .state(let value): line += "state \(value)\n"
         case .wormhole: line += "wormhole\n"
+        case .distributed: line += "distributed\n"
         }
         var bytes = Array(line.utf8)
         if case .wormhole(let data) = body { bytes.append(contentsOf: data) }
+        if case .distributed(let data) = body { bytes.append(contentsOf: data) }
         return bytes
     }
 
@@ -69,6 +74,8 @@ public struct BridgePayload: Equatable, Sendable {
             body = .state(value)
         case ("wormhole", 4):
             body = .wormhole(Data(rest))
+        case ("distributed", 4):
+            body = .distributed(Data(rest))
         default:
             return .failure(Fault(description: "bridge payload of kind '\(fields[3])' is not valid"))
         }

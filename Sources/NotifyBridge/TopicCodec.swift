@@ -12,6 +12,8 @@ public enum TopicCodec {
     public static let postRoot = "darwin-notify"
     /// The root of retained state topics: `darwin-notify-state/<name levels>`.
     public static let stateRoot = "darwin-notify-state"
+    /// The root of distributed notification topics: `darwin-notify-distributed/<name levels>`.
+    public static let distributedRoot = "darwin-notify-distributed"
     /// The root of wormhole topics: `darwin-notify-wormhole/<group>/<directory>/<file|queue>/<identifier>`.
     public static let wormholeRoot = "darwin-notify-wormhole"
 
@@ -95,6 +97,8 @@ public enum TopicCodec {
     public static func postTopic(_ name: String) -> String { postRoot + "/" + levels(of: name) }
     /// The retained state topic of `name`.
     public static func stateTopic(_ name: String) -> String { stateRoot + "/" + levels(of: name) }
+    /// The topic of a distributed notification of `name`.
+    public static func distributedTopic(_ name: String) -> String { distributedRoot + "/" + levels(of: name) }
 
     /// The subscription that selects the namespace `ns` under `root` (`ns` itself and below).
     public static func filter(root: String, namespace ns: String) -> String { root + "/" + levels(of: ns) + "/#" }

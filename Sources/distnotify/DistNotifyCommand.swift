@@ -75,6 +75,12 @@ struct Watch: ParsableCommand {
     @Option(name: .long, help: "Exit after this many.") var count: Int?
 
     func run() throws {
+        // A watcher runs until stopped: one started by a parent that blocks SIGTERM (blocked
+        // signals survive exec) would not stop on `kill`. Unblocked before the center's thread exists.
+        var stopping = sigset_t()
+        sigemptyset(&stopping)
+        for signal in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&stopping, signal) }
+        pthread_sigmask(SIG_UNBLOCK, &stopping, nil)
         let center = try options.center()
         let printer = Printer(json: json, limit: count)
         let context = Unmanaged.passRetained(printer).toOpaque()

@@ -38,6 +38,43 @@ extension IntegrationSuites {
             _ = try bridgeB.waitForExit()
         }
 
+        @Test("a distributed notification on A reaches B whole (object, userInfo, options), once, and does not come back; a forged one on the broker is refused")
+        func distributedAcross() throws {
+            let broker = try MosquittoBroker()
+            let hostA = try TestBus(), hostB = try TestBus()
+            let bridgeA = try startBridge(hostA, broker, ["--export", "com.d", "--import", "com.d"])
+            let bridgeB = try startBridge(hostB, broker, ["--export", "com.d", "--import", "com.d"])
+            let watchB = try ChildProcess("distnotify", ["watch", "--bus", hostB.address, "--json"])
+            try watchB.waitForStderr("distnotify: watching")
+            let watchA = try ChildProcess("distnotify", ["watch", "--bus", hostA.address, "--json"])
+            try watchA.waitForStderr("distnotify: watching")
+            let info = #"{"theme":"dark","size":12,"d":{"$data":"AAE="},"t":{"$date":86400.5},"a":[1,"x",{"deep":true}]}"#
+            for args in [["com.d.settings", "--object", "prefs", "-u", info, "--deliver-immediately"], ["com.other.no"], ["com.d.end"]] {
+                let posted = try run("distnotify", ["post", "--bus", hostA.address] + args)
+                #expect(posted.status == 0, "\(posted.err)")
+            }
+            try watchB.waitForLine { $0.contains(#""name":"com.d.end""#) }
+            let first = try #require(watchB.lines.first)
+            #expect(first.hasPrefix(#"{"name":"com.d.settings","object":"prefs","userInfo":{"theme":"dark","size":12,"d":{"$data":"AAE="},"t":{"$date":86400.5},"a":[1,"x",{"deep":true}]},"#),
+                    "\(first)")
+            #expect(first.hasSuffix(#""deliverImmediately":true}"#), "\(first)")
+            #expect(!watchB.lines.contains { $0.contains("com.other.no") }, "\(watchB.lines)")
+            // A forged payload on a distributed topic: dropped by B with a reason, not posted.
+            let forged = try run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1",
+                                                   "-t", "darwin-notify-distributed/com/d/forged", "-m", "DNB1 forger 1 distributed\nnot a D-Bus message"])
+            #expect(forged.status == 0, "\(forged.err)")
+            try bridgeB.waitForStderr("ignored a message on darwin-notify-distributed/com/d/forged")
+            // A round trip from B: A sees it; the one from A never came back to A.
+            let back = try run("distnotify", ["post", "--bus", hostB.address, "com.d.fromB"])
+            #expect(back.status == 0, "\(back.err)")
+            try watchA.waitForLine { $0.contains(#""name":"com.d.fromB""#) }
+            #expect(watchA.lines.filter { $0.contains(#""name":"com.d.settings""#) }.count == 1, "A saw its own post once: \(watchA.lines)")
+            #expect(watchB.lines.filter { $0.contains(#""name":"com.d.settings""#) }.count == 1, "\(watchB.lines)")
+            #expect(!watchB.lines.contains { $0.contains("com.d.forged") })
+            for child in [watchA, watchB] { child.kill(SIGTERM); _ = try child.waitForExit() }
+            for bridge in [bridgeA, bridgeB] { bridge.kill(SIGTERM); _ = try bridge.waitForExit() }
+        }
+
         @Test("state set on A before B joins is read on B; a retained state that is not one is reported and skipped")
         func retainedState() throws {
             let broker = try MosquittoBroker()

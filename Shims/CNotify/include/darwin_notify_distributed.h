@@ -112,10 +112,16 @@ void CNotify_distributed_get_stats(CNotify_center *center, CNotify_distributed_s
 
 /* The wire contract (docs/PROTOCOL.md "Distributed notifications"), for other implementations and
  * tests: the Distributed Post as our library sends it (serial 1; free *out_bytes with
- * CNotify_protocol_free), and the match rule that observes `name` (NULL: every name). */
+ * CNotify_protocol_free); marshalled bytes read as a receiver reads them (INVALID_REQUEST, with a
+ * sentence, for anything a receiver drops; else the name and object (NUL-terminated, "" for no
+ * object) in the caller's buffers of CNOTIFY_NAME_MAX + 1 bytes, the userInfo (NULL: none; the
+ * caller frees it with CNotify_plist_free) and the options); and the match rule that observes
+ * `name` (NULL: every name). */
 uint32_t CNotify_protocol_build_distributed(const char *name, const char *object, const CNotify_plist *user_info,
                                             uint64_t seq, uint64_t origin, uint32_t options, char **out_bytes,
                                             int *out_len);
+uint32_t CNotify_protocol_parse_distributed(const char *bytes, int len, char *out_name, char *out_object,
+                                            CNotify_plist **out_user_info, uint32_t *out_options);
 uint32_t CNotify_protocol_distributed_match_rule(const char *name, char *out, size_t len);
 
 #ifdef __cplusplus

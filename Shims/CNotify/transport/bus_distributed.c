@@ -14,6 +14,7 @@
  * and anything past the property-list bounds drops the whole post, counted: a payload is taken
  * whole or not at all.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bus.h"
@@ -315,6 +316,37 @@ uint32_t CNotify_protocol_build_distributed(const char *name, const char *object
     }
     cn_outgoing_distributed post = { name, object, user_info, seq, origin, options };
     return cn_wire_marshal(cn_distributed_build(&post), name, out_bytes, out_len);
+}
+
+uint32_t CNotify_protocol_parse_distributed(const char *bytes, int len, char *out_name, char *out_object,
+                                            CNotify_plist **out_user_info, uint32_t *out_options) {
+    cn_clear_error();
+    CN_RETURN_IF_NULL(bytes, "message bytes");
+    CN_RETURN_IF_NULL(out_name, "name buffer");
+    CN_RETURN_IF_NULL(out_object, "object buffer");
+    CN_RETURN_IF_NULL(out_user_info, "userInfo pointer");
+    CN_RETURN_IF_NULL(out_options, "options pointer");
+    DBusMessage *m = dbus_message_demarshal(bytes, len, NULL);
+    if (!m) { cn_set_error("not a D-Bus message"); return NOTIFY_STATUS_INVALID_REQUEST; }
+    cn_wire_distributed post;
+    const char *why = NULL;
+    cn_wire_result r = cn_distributed_parse(m, &post, &why);
+    uint32_t st = NOTIFY_STATUS_OK;
+    if (r != CN_WIRE_POST) {
+        cn_set_error("not a Distributed Post a receiver takes: %s", r == CN_WIRE_NOT_OURS ? "member, path or interface" : why);
+        st = NOTIFY_STATUS_INVALID_REQUEST;
+    } else if (post.object && strlen(post.object) > CNOTIFY_NAME_MAX) {
+        cn_set_error("the object is longer than %d bytes", CNOTIFY_NAME_MAX);
+        CNotify_plist_free(post.user_info);
+        st = NOTIFY_STATUS_INVALID_REQUEST;
+    } else {
+        memcpy(out_name, post.name, strlen(post.name) + 1); /* at most CNOTIFY_NAME_MAX: checked by the parse */
+        snprintf(out_object, CNOTIFY_NAME_MAX + 1, "%s", post.object ? post.object : "");
+        *out_user_info = post.user_info;
+        *out_options = post.options;
+    }
+    dbus_message_unref(m);
+    return st;
 }
 
 uint32_t CNotify_protocol_distributed_match_rule(const char *name, char *out, size_t len) {
