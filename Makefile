@@ -51,7 +51,7 @@ SRCS := $(wildcard Shims/CNotify/*/*.c)
 OBJS := $(patsubst Shims/CNotify/%.c,$(BUILD)/obj/%.o,$(SRCS))
 HEADERS := Shims/CNotify/include/notify.h Shims/CNotify/include/darwin_notify.h Shims/CNotify/include/darwin_notify_distributed.h
 MANPAGES := $(wildcard man/*.1 man/*.3 man/*.7)
-CLIS := notifyutil wormhole notify-bridge
+CLIS := notifyutil wormhole notify-bridge distnotify
 
 .PHONY: all lib cli data FORCE install install-check install-lib install-cli install-data uninstall deb clean check-symbols
 
@@ -111,6 +111,7 @@ cli:
 	$(SWIFT_RELEASE) --product notifyutil
 	$(SWIFT_RELEASE) --product wormhole
 	$(SWIFT_RELEASE) --product notify-bridge
+	$(SWIFT_RELEASE) --product distnotify
 	@mkdir -p $(BUILD)/completions
 	# Completions are sourced, not run: no #! line.
 	$(SWIFT_SCRATCH)/release/wormhole --generate-completion-script bash | sed '1{/^#!/d}' > $(BUILD)/completions/wormhole.bash
@@ -160,6 +161,9 @@ install-data: install-check data
 	install -m 0644 completions/notifyutil.bash $(DESTDIR)$(BASHCOMPDIR)/notifyutil
 	install -m 0644 completions/_notifyutil $(DESTDIR)$(ZSHDIR)/_notifyutil
 	install -m 0644 completions/notifyutil.fish $(DESTDIR)$(FISHDIR)/notifyutil.fish
+	install -m 0644 completions/distnotify.bash $(DESTDIR)$(BASHCOMPDIR)/distnotify
+	install -m 0644 completions/_distnotify $(DESTDIR)$(ZSHDIR)/_distnotify
+	install -m 0644 completions/distnotify.fish $(DESTDIR)$(FISHDIR)/distnotify.fish
 	install -m 0644 README.md CHANGELOG.md LICENSE $(DESTDIR)$(DOCDIR)/
 
 install-cli: install-check
@@ -180,9 +184,9 @@ uninstall:
 	    $(patsubst man/%.3,man3/%.3,$(filter %.3,$(MANPAGES))) $(patsubst man/%.7,man7/%.7,$(filter %.7,$(MANPAGES))))
 	rm -f $(DESTDIR)$(UNITDIR)/darwin-notify.socket $(DESTDIR)$(UNITDIR)/darwin-notify.service \
 	    $(DESTDIR)$(TMPFILESDIR)/darwin-notify.conf $(DESTDIR)$(DBUSPOLICYDIR)/org.darwinnotify.conf
-	rm -f $(DESTDIR)$(BASHCOMPDIR)/notifyutil $(DESTDIR)$(BASHCOMPDIR)/wormhole \
-	    $(DESTDIR)$(ZSHDIR)/_notifyutil $(DESTDIR)$(ZSHDIR)/_wormhole \
-	    $(DESTDIR)$(FISHDIR)/notifyutil.fish $(DESTDIR)$(FISHDIR)/wormhole.fish
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/notifyutil $(DESTDIR)$(BASHCOMPDIR)/wormhole $(DESTDIR)$(BASHCOMPDIR)/distnotify \
+	    $(DESTDIR)$(ZSHDIR)/_notifyutil $(DESTDIR)$(ZSHDIR)/_wormhole $(DESTDIR)$(ZSHDIR)/_distnotify \
+	    $(DESTDIR)$(FISHDIR)/notifyutil.fish $(DESTDIR)$(FISHDIR)/wormhole.fish $(DESTDIR)$(FISHDIR)/distnotify.fish
 	sh packaging/install-dirs.sh remove "$(DIRS_MANIFEST)"
 ifeq ($(DESTDIR),)
 	@if [ "$$(id -u)" = 0 ]; then PATH="$$PATH:/sbin:/usr/sbin" ldconfig; fi

@@ -69,10 +69,12 @@ let package = Package(
             dependencies: ["NotifyBridge", "DarwinNotify", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CDBus"]),
-        // Distributed notifications from the shell: FoundationEssentials, like wormhole.
+        // Distributed notifications from the shell: no Foundation (it ships beside notifyutil), the
+        // Swift runtime inside as notifyutil has it.
         .executableTarget(
             name: "distnotify",
-            dependencies: ["DarwinNotify", "CNotify", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["DarwinNotify", "CNotify"],
+            linkerSettings: staticStdlibNotifyutil ? [.unsafeFlags(["-static-stdlib"])] : []
         ),
         .target(name: "DarwinNotifyFoundation", dependencies: ["DarwinNotify", "CNotify"]),
         // notifyutil links the Swift runtime statically (-static-stdlib) and glibc and libdbus
@@ -114,10 +116,9 @@ let package = Package(
         .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore", "Wormhole", "NotifyBridge"]),
         .testTarget(
             name: "IntegrationTests",
-            // Not notifyutil: its static-link flag would reach this bundle's link. The tests run the
+            // Not notifyutil or distnotify: their static-link flag would reach this bundle's link. The tests run the
             // binary that `swift build` (README) makes.
-            dependencies: ["DarwinNotify", "CNotify", "Wormhole", "DarwinNotifyFoundation", "cnotify-probe", "wormhole", "wormhole-probe", "notify-bridge",
-                           "distnotify"]
+            dependencies: ["DarwinNotify", "CNotify", "Wormhole", "DarwinNotifyFoundation", "cnotify-probe", "wormhole", "wormhole-probe", "notify-bridge"]
         ),
     ]
 )

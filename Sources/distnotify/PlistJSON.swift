@@ -5,7 +5,6 @@
 // form and is refused.
 import CNotify
 import DarwinNotify
-import FoundationEssentials
 
 struct PlistJSONError: Error, CustomStringConvertible {
     let description: String
@@ -121,7 +120,7 @@ struct PlistJSONReader {
         if tag == "$data" {
             var s: UnsafePointer<CChar>?
             guard CNotify_plist_get_string(value, &s) == UInt32(NOTIFY_STATUS_OK), let s,
-                  let data = Data(base64Encoded: String(cString: s)) else { throw fail("$data takes a base64 string") }
+                  let data = Base64.decode(String(cString: s)) else { throw fail("$data takes a base64 string (RFC 4648, padded)") }
             return try made(data.withUnsafeBytes { CNotify_plist_data($0.baseAddress, $0.count) })
         }
         var seconds = 0.0, whole: Int64 = 0
@@ -239,7 +238,7 @@ enum PlistJSONWriter {
         case CNOTIFY_PLIST_STRING:
             var s: UnsafePointer<CChar>?
             CNotify_plist_get_string(p, &s)
-            return quoted(s.map { String(cString: $0) } ?? "")
+            return JSONString.quoted(s.map { String(cString: $0) } ?? "")
         case CNOTIFY_PLIST_INTEGER:
             var v: Int64 = 0
             CNotify_plist_get_integer(p, &v)
@@ -256,8 +255,8 @@ enum PlistJSONWriter {
             var bytes: UnsafeRawPointer?
             var count = 0
             CNotify_plist_get_data(p, &bytes, &count)
-            let data = bytes.map { Data(bytes: $0, count: count) } ?? Data()
-            return "{\"$data\":\(quoted(data.base64EncodedString()))}"
+            let data = bytes.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
+            return "{\"$data\":\(JSONString.quoted(Base64.encode(data)))}"
         case CNOTIFY_PLIST_DATE:
             var v = 0.0
             CNotify_plist_get_date(p, &v)
@@ -266,7 +265,7 @@ enum PlistJSONWriter {
             return "[" + (0..<CNotify_plist_count(p)).map { json(CNotify_plist_item(p, $0)) }.joined(separator: ",") + "]"
         case CNOTIFY_PLIST_DICTIONARY:
             return "{" + (0..<CNotify_plist_count(p)).map { i in
-                quoted(CNotify_plist_key(p, i).map { String(cString: $0) } ?? "") + ":" + json(CNotify_plist_item(p, i))
+                JSONString.quoted(CNotify_plist_key(p, i).map { String(cString: $0) } ?? "") + ":" + json(CNotify_plist_item(p, i))
             }.joined(separator: ",") + "}"
         default:
             return "null"
@@ -279,5 +278,54 @@ enum PlistJSONWriter {
         return text.contains(".") || text.contains("e") || text.contains("E") ? text : text + ".0"
     }
 
-    static func quoted(_ s: String) -> String { JSONString.quoted(s) }
+}
+
+/// Base64 (RFC 4648, the standard alphabet, padded), both ways: no Foundation in this tool, which
+/// keeps it small.
+enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var i = 0
+        while i < bytes.count {
+            let b0 = bytes[i], b1 = i + 1 < bytes.count ? bytes[i + 1] : 0, b2 = i + 2 < bytes.count ? bytes[i + 2] : 0
+            out.append(alphabet[Int(b0 >> 2)])
+            out.append(alphabet[Int((b0 & 0x03) << 4 | b1 >> 4)])
+            out.append(i + 1 < bytes.count ? alphabet[Int((b1 & 0x0f) << 2 | b2 >> 6)] : UInt8(ascii: "="))
+            out.append(i + 2 < bytes.count ? alphabet[Int(b2 & 0x3f)] : UInt8(ascii: "="))
+            i += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// nil for anything but whole, padded groups of the alphabet.
+    static func decode(_ text: String) -> [UInt8]? {
+        let chars = Array(text.utf8)
+        guard chars.count % 4 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(chars.count / 4 * 3)
+        var group = 0
+        while group < chars.count {
+            var values: [UInt8] = []
+            var padding = 0
+            for k in 0..<4 {
+                let c = chars[group + k]
+                if c == UInt8(ascii: "=") {
+                    guard group + 4 == chars.count, k >= 2 else { return nil } // padding only at the very end
+                    padding += 1
+                    values.append(0)
+                    continue
+                }
+                guard padding == 0, let v = alphabet.firstIndex(of: c) else { return nil }
+                values.append(UInt8(v))
+            }
+            out.append(values[0] << 2 | values[1] >> 4)
+            if padding < 2 { out.append(values[1] << 4 | values[2] >> 2) }
+            if padding < 1 { out.append(values[2] << 6 | values[3]) }
+            group += 4
+        }
+        return out
+    }
 }

@@ -35,11 +35,25 @@ extension IntegrationSuites {
             #expect(tooLong.err.utf8.count < 300, "\(tooLong.err)")
         }
 
-        @Test("both CLIs print the version")
+        @Test("the CLIs print the version")
         func versions() throws {
             let version = try String(contentsOfFile: InstallTests.root + "/VERSION", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(try run("notifyutil", ["--version"]).out == "notifyutil (DarwinNotify) \(version)\n")
             #expect(try run("wormhole", ["--version"]).out == "wormhole (DarwinNotify) \(version)\n")
+            #expect(try run("distnotify", ["--version"]).out == "distnotify (DarwinNotify) \(version)\n")
+        }
+
+        @Test("distnotify: a usage error is one line with exit 64, a bad userInfo names the byte, a post with no bus says so with exit 1")
+        func distnotifyMessages() throws {
+            for (args, text) in [([String](), "no command given"), (["post"], "post needs a NAME"), (["frob"], "unknown command 'frob'"),
+                                 (["watch", "--count", "0"], "--count takes a positive number"), (["post", "x", "--json"], "--json and --count are for watch"),
+                                 (["post", "x", "-u", "{\"a\":}"], "not valid JSON at byte"), (["post", "x", "-u", "{\"a\":null}"], "null has no property-list form")] {
+                let r = try run("distnotify", args)
+                #expect(r.status == 64, "\(args): \(r)")
+                #expect(r.err.hasPrefix("distnotify: ") && r.err.contains(text) && r.err.split(separator: "\n").count == 1, "\(args): \(r.err)")
+            }
+            let nobus = try run("distnotify", ["post", "x", "--bus", "unix:path=/nonexistent/bus"])
+            #expect(nobus.status == 1 && nobus.err.contains("not posted") && nobus.err.contains("/nonexistent/bus"), "\(nobus)")
         }
 
         @Test("wormhole read, list and clear of a group never used: 'no container', and nothing is created")

@@ -69,7 +69,7 @@ extension IntegrationSuites {
             #expect(strays.isEmpty, "exported beyond the public API: \(strays)")
             #expect(symbols.contains("notify_post") && symbols.contains("CNotify_center_create") && symbols.contains("notify_register_dispatch"))
             #expect(FileManager.default.fileExists(atPath: destdir + "/usr/lib/libdarwin-notify.a"))
-            for tool in ["notifyutil", "wormhole"] {
+            for tool in ["notifyutil", "wormhole", "distnotify"] {
                 let version = try run(destdir + "/usr/bin/" + tool, ["--version"])
                 #expect(version.status == 0 && version.out == "\(tool) (DarwinNotify) \(InstallTests.version)\n", "\(version)")
             }
