@@ -42,7 +42,8 @@ open class DistributedNotificationCenter: @unchecked Sendable {
         public init(rawValue: UInt) { self.rawValue = rawValue }
         /// Delivered at once to every observer, suspended or not.
         public static let deliverImmediately = Options(rawValue: 1)
-        /// Posted on the system bus too, to the observers of every user (``Scope/system``).
+        /// Posted on the system bus too, to the observers of every user (``Scope/system``), or on the
+        /// bus ``init(bus:allSessionsBus:)`` names.
         public static let postToAllSessions = Options(rawValue: 2)
     }
 
@@ -66,6 +67,9 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     public let notifyCenter: NotifyCenter?
     private let unusable: DistributedNotificationError?
     private let scope: Scope?
+    /// Where `.postToAllSessions` posts as well: the system bus for a user-scope center, nil for a
+    /// center that is system-wide already.
+    private let allSessionsBus: String?
     /// One serial queue delivers everything: suspension, resume and removal keep one order.
     private let deliveryQueue = DispatchQueue(label: "DarwinNotify.distributed")
     private let state = Mutex(State())
@@ -91,13 +95,17 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     /// A center for `scope` (see ``Scope``).
     public init(scope: Scope) throws(DistributedNotificationError) {
         self.scope = scope
+        self.allSessionsBus = scope == .user ? "system" : nil
         self.notifyCenter = try Self.makeCenter(bus: Self.bus(of: scope))
         self.unusable = nil
     }
 
     /// A center on an explicit bus: a D-Bus address, or `session`, `system`, `embedded`.
-    public init(bus: String) throws(DistributedNotificationError) {
+    /// `.postToAllSessions` posts on `allSessionsBus` as well (by default the system bus; nothing
+    /// more when `bus` is the system bus itself).
+    public init(bus: String, allSessionsBus: String? = nil) throws(DistributedNotificationError) {
         self.scope = nil
+        self.allSessionsBus = bus == "system" ? allSessionsBus : (allSessionsBus ?? "system")
         self.notifyCenter = try Self.makeCenter(bus: bus)
         self.unusable = nil
     }
@@ -106,6 +114,7 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     /// throws why, rather than quietly using another bus.
     private init(unusable: DistributedNotificationError) {
         self.scope = .user
+        self.allSessionsBus = "system"
         self.notifyCenter = nil
         self.unusable = unusable
     }
@@ -166,9 +175,15 @@ open class DistributedNotificationCenter: @unchecked Sendable {
         guard status == UInt32(NOTIFY_STATUS_OK) else {
             throw DistributedNotificationError(.notify, String(cString: CNotify_last_error()), status: status)
         }
-        if options.contains(.postToAllSessions), scope == .user {
-            try systemCenter().postNotificationName(name, object: object, userInfo: userInfo,
-                                                    options: options.subtracting(.postToAllSessions))
+        if options.contains(.postToAllSessions), let allSessionsBus {
+            do throws(DistributedNotificationError) {
+                try allSessionsCenter(allSessionsBus).postNotificationName(name, object: object, userInfo: userInfo,
+                                                                           options: options.subtracting(.postToAllSessions))
+            } catch {
+                throw DistributedNotificationError(error.code, path: error.path,
+                                                   "posted on this center's bus, but not for all sessions (\(allSessionsBus)): \(error.message)",
+                                                   status: error.status)
+            }
         }
     }
 
@@ -201,9 +216,9 @@ open class DistributedNotificationCenter: @unchecked Sendable {
                                            "a distributed notification's object is a String (this one is \(type(of: object)))")
     }
 
-    private func systemCenter() throws(DistributedNotificationError) -> DistributedNotificationCenter {
+    private func allSessionsCenter(_ bus: String) throws(DistributedNotificationError) -> DistributedNotificationCenter {
         if let made = allSessions.withLock({ $0 }) { return made }
-        let made = try DistributedNotificationCenter(scope: .system)
+        let made = try DistributedNotificationCenter(bus: bus, allSessionsBus: nil)
         return allSessions.withLock { current in
             if let current { return current }
             current = made

@@ -107,6 +107,23 @@ extension IntegrationSuites {
             _ = try plain.waitForExit()
         }
 
+        @Test("postToAllSessions reaches the all-sessions bus as well; a plain post stays on the center's own bus")
+        func allSessions() throws {
+            let everyone = try TestBus() // the system bus's stand-in
+            let center = try DistributedNotificationCenter(bus: bus.address, allSessionsBus: everyone.address)
+            let userWatcher = try watcher(["scope.x", "--count", "2"])
+            let systemWatcher = try ChildProcess("distnotify", ["watch", "--bus", everyone.address, "--json", "--count", "1", "scope.x"])
+            try systemWatcher.waitForStderr("distnotify: watching")
+            try center.postNotificationName(.init("scope.x"), object: "mine", userInfo: nil)
+            try center.postNotificationName(.init("scope.x"), object: "all", userInfo: ["k": 1], options: .postToAllSessions)
+            #expect(try userWatcher.waitForExit() == 0)
+            #expect(try systemWatcher.waitForExit() == 0)
+            #expect(userWatcher.lines.map { $0.contains(#""object":"mine""#) } == [true, false], "\(userWatcher.lines)")
+            #expect(userWatcher.lines.last?.contains(#""object":"all","userInfo":{"k":1}"#) == true, "\(userWatcher.lines)")
+            #expect(systemWatcher.lines.count == 1 && systemWatcher.lines[0].contains(#""object":"all","userInfo":{"k":1}"#),
+                    "only the post for all sessions reached the other bus: \(systemWatcher.lines)")
+        }
+
         @Test("observers filter by name (nil: every name) and by object (nil: any)")
         func filters() throws {
             let center = try DistributedNotificationCenter(bus: bus.address)
