@@ -2,6 +2,7 @@
 // Only what Apple allows in a property list crosses: anything else is refused with the key path
 // that holds it, before anything is sent.
 import CNotify
+import DarwinNotify
 import Foundation
 
 /// Why a distributed notification was not posted.
@@ -156,52 +157,20 @@ final class PropertyListTree {
     /// The userInfo a C property list (a dictionary) holds, as Swift values: String, Int, Double,
     /// Bool, Data, Date, [Any] and [String: Any].
     static func userInfo(_ plist: OpaquePointer) -> [AnyHashable: Any] {
-        var out: [AnyHashable: Any] = [:]
-        for i in 0..<CNotify_plist_count(plist) {
-            guard let key = CNotify_plist_key(plist, i), let item = CNotify_plist_item(plist, i) else { continue }
-            out[String(cString: key)] = value(item)
-        }
-        return out
+        guard case .dictionary(let entries) = PropertyListValue(plist) else { return [:] }
+        return Dictionary(entries.map { (AnyHashable($0.key), value($0.value)) }, uniquingKeysWith: { $1 })
     }
 
-    private static func value(_ p: OpaquePointer) -> Any {
-        switch CNotify_plist_type_of(p) {
-        case CNOTIFY_PLIST_STRING:
-            var s: UnsafePointer<CChar>?
-            CNotify_plist_get_string(p, &s)
-            return s.map { String(cString: $0) } ?? ""
-        case CNOTIFY_PLIST_INTEGER:
-            var v: Int64 = 0
-            CNotify_plist_get_integer(p, &v)
-            return Int(v)
-        case CNOTIFY_PLIST_REAL:
-            var v = 0.0
-            CNotify_plist_get_real(p, &v)
-            return v
-        case CNOTIFY_PLIST_BOOL:
-            var v: Int32 = 0
-            CNotify_plist_get_bool(p, &v)
-            return v != 0
-        case CNOTIFY_PLIST_DATA:
-            var bytes: UnsafeRawPointer?
-            var count = 0
-            CNotify_plist_get_data(p, &bytes, &count)
-            return bytes.map { Data(bytes: $0, count: count) } ?? Data()
-        case CNOTIFY_PLIST_DATE:
-            var v = 0.0
-            CNotify_plist_get_date(p, &v)
-            return Date(timeIntervalSince1970: v)
-        case CNOTIFY_PLIST_ARRAY:
-            return (0..<CNotify_plist_count(p)).compactMap { CNotify_plist_item(p, $0).map(value) }
-        case CNOTIFY_PLIST_DICTIONARY:
-            var out: [String: Any] = [:]
-            for i in 0..<CNotify_plist_count(p) {
-                guard let key = CNotify_plist_key(p, i), let item = CNotify_plist_item(p, i) else { continue }
-                out[String(cString: key)] = value(item)
-            }
-            return out
-        default:
-            return ""  // never: the core hands up only the types above
+    private static func value(_ v: PropertyListValue) -> Any {
+        switch v {
+        case .string(let s): return s
+        case .integer(let i): return Int(i)
+        case .real(let d): return d
+        case .bool(let b): return b
+        case .data(let bytes): return Data(bytes)
+        case .date(let seconds): return Date(timeIntervalSince1970: seconds)
+        case .array(let items): return items.map(value)
+        case .dictionary(let entries): return Dictionary(entries.map { ($0.key, value($0.value)) }, uniquingKeysWith: { $1 })
         }
     }
 }

@@ -221,7 +221,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     /// A distributed notification on the local bus (the center's delivery thread): out whole, as
     /// its Distributed Post marshalled (name, object, userInfo, options; docs/BRIDGE.md).
     private func localDistributed(_ note: DistributedNote) {
-        guard isExported(note.name), let bytes = note.marshalled else { return }
+        guard isExported(note.name), let bytes = note.marshalled() else { return } // marshalled only when it goes out
         if publish(topic: TopicCodec.distributedTopic(note.name), body: .distributed(bytes)) {
             counters.withLock { $0.exported += 1 }
         }
@@ -585,23 +585,27 @@ public struct BridgeError: Error, Hashable, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// A distributed notification as the bridge exports it, made on the delivery thread while the C
-/// note is valid: its name, and its Distributed Post marshalled (nil when out of memory).
-struct DistributedNote: Sendable {
+/// A distributed notification as the C core hands it to the bridge, during the callback only (the
+/// bridge's handler runs inside it, synchronously): its name, and its Distributed Post
+/// marshalled on demand.
+struct DistributedNote: @unchecked Sendable {
+    // @unchecked Sendable: the pointer is read only inside the C callback that made this value.
+    private let note: UnsafePointer<CNotify_distributed_note>
     let name: String
-    let marshalled: Data?
 
     init(_ note: UnsafePointer<CNotify_distributed_note>) {
+        self.note = note
+        name = String(cString: note.pointee.name)
+    }
+
+    /// The Distributed Post as our library sends it (nil when out of memory).
+    func marshalled() -> Data? {
         let n = note.pointee
-        name = String(cString: n.name)
         var bytes: UnsafeMutablePointer<CChar>?
         var length: Int32 = 0
-        if CNotify_protocol_build_distributed(n.name, n.object, n.user_info, 0, 0, n.options, &bytes, &length) == UInt32(NOTIFY_STATUS_OK),
-           let bytes {
-            marshalled = Data(bytes: bytes, count: Int(length))
-            CNotify_protocol_free(bytes)
-        } else {
-            marshalled = nil
-        }
+        guard CNotify_protocol_build_distributed(n.name, n.object, n.user_info, 0, 0, n.options, &bytes, &length) == UInt32(NOTIFY_STATUS_OK),
+              let bytes else { return nil }
+        defer { CNotify_protocol_free(bytes) }
+        return Data(bytes: bytes, count: Int(length))
     }
 }

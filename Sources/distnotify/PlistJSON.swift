@@ -232,43 +232,19 @@ struct PlistJSONReader {
 
 /// A received property list as one line of JSON (keys in the order they came).
 enum PlistJSONWriter {
-    static func json(_ p: OpaquePointer?) -> String {
-        guard let p else { return "null" }
-        switch CNotify_plist_type_of(p) {
-        case CNOTIFY_PLIST_STRING:
-            var s: UnsafePointer<CChar>?
-            CNotify_plist_get_string(p, &s)
-            return JSONString.quoted(s.map { String(cString: $0) } ?? "")
-        case CNOTIFY_PLIST_INTEGER:
-            var v: Int64 = 0
-            CNotify_plist_get_integer(p, &v)
-            return String(v)
-        case CNOTIFY_PLIST_REAL:
-            var v = 0.0
-            CNotify_plist_get_real(p, &v)
-            return real(v)
-        case CNOTIFY_PLIST_BOOL:
-            var v: Int32 = 0
-            CNotify_plist_get_bool(p, &v)
-            return v != 0 ? "true" : "false"
-        case CNOTIFY_PLIST_DATA:
-            var bytes: UnsafeRawPointer?
-            var count = 0
-            CNotify_plist_get_data(p, &bytes, &count)
-            let data = bytes.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
-            return "{\"$data\":\(JSONString.quoted(Base64.encode(data)))}"
-        case CNOTIFY_PLIST_DATE:
-            var v = 0.0
-            CNotify_plist_get_date(p, &v)
-            return "{\"$date\":\(real(v))}"
-        case CNOTIFY_PLIST_ARRAY:
-            return "[" + (0..<CNotify_plist_count(p)).map { json(CNotify_plist_item(p, $0)) }.joined(separator: ",") + "]"
-        case CNOTIFY_PLIST_DICTIONARY:
-            return "{" + (0..<CNotify_plist_count(p)).map { i in
-                JSONString.quoted(CNotify_plist_key(p, i).map { String(cString: $0) } ?? "") + ":" + json(CNotify_plist_item(p, i))
-            }.joined(separator: ",") + "}"
-        default:
-            return "null"
+    static func json(_ plist: OpaquePointer?) -> String { plist.map { json(PropertyListValue($0)) } ?? "null" }
+
+    private static func json(_ v: PropertyListValue) -> String {
+        switch v {
+        case .string(let s): return JSONString.quoted(s)
+        case .integer(let i): return String(i)
+        case .real(let d): return real(d)
+        case .bool(let b): return b ? "true" : "false"
+        case .data(let bytes): return "{\"$data\":\(JSONString.quoted(Base64.encode(bytes)))}"
+        case .date(let seconds): return "{\"$date\":\(real(seconds))}"
+        case .array(let items): return "[" + items.map(json).joined(separator: ",") + "]"
+        case .dictionary(let entries):
+            return "{" + entries.map { JSONString.quoted($0.key) + ":" + json($0.value) }.joined(separator: ",") + "}"
         }
     }
 
@@ -277,7 +253,6 @@ enum PlistJSONWriter {
         let text = "\(v)"
         return text.contains(".") || text.contains("e") || text.contains("E") ? text : text + ".0"
     }
-
 }
 
 /// Base64 (RFC 4648, the standard alphabet, padded), both ways: no Foundation in this tool, which

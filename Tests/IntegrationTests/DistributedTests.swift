@@ -1,3 +1,4 @@
+import CNotify
 import DarwinNotify
 import DarwinNotifyFoundation
 import Foundation
@@ -122,6 +123,30 @@ extension IntegrationSuites {
             #expect(userWatcher.lines.last?.contains(#""object":"all","userInfo":{"k":1}"#) == true, "\(userWatcher.lines)")
             #expect(systemWatcher.lines.count == 1 && systemWatcher.lines[0].contains(#""object":"all","userInfo":{"k":1}"#),
                     "only the post for all sessions reached the other bus: \(systemWatcher.lines)")
+        }
+
+        @Test("inside a distributed handler, CNotify_center_current_post describes that notification, not the last Darwin post")
+        func currentPostInsideDistributedHandler() throws {
+            let center = try NotifyCenter(bus: bus.address)
+            let darwin = try center.observe("cp.darwin", queue: nil) { _ in }
+            defer { darwin.cancel() }
+            let probe = CurrentPostProbe(center: center.cCenter)
+            var id: UInt64 = 0
+            let context = Unmanaged.passRetained(probe).toOpaque()
+            #expect(CNotify_distributed_add_handler(center.cCenter, "cp.dist", nil, { context, note in
+                let probe = Unmanaged<CurrentPostProbe>.fromOpaque(context!).takeUnretainedValue()
+                var info = CNotify_post_info()
+                let status = CNotify_center_current_post(probe.center, &info)
+                let reported = info.sender.map { String(cString: $0) } ?? "-"
+                let poster = note!.pointee.sender.map { String(cString: $0) } ?? "-"
+                probe.reports.withLock { $0.append(status == 0 && reported == poster ? "this post" : "stale: \(reported), not \(poster)") }
+            }, context, { Unmanaged<CurrentPostProbe>.fromOpaque($0!).release() }, &id) == 0)
+            defer { CNotify_distributed_remove_handler(center.cCenter, id) }
+            try notifyutilPost(["cp.darwin"], bus: bus) // delivered first: what a stale answer would describe
+            try repeatUntil("the Darwin post", action: {}, done: { center.statistics.delivered >= 1 })
+            try post(["cp.dist"])
+            try repeatUntil("the distributed post", action: {}, done: { probe.reports.withLock { $0.count } == 1 })
+            #expect(probe.reports.withLock { $0 } == ["this post"])
         }
 
         @Test("observers filter by name (nil: every name) and by object (nil: any)")
@@ -310,4 +335,12 @@ extension IntegrationSuites {
 final class SettingsObserver: Sendable {
     let seen = Mutex<[String]>([])
     func changed(_ note: Notification) { seen.withLock { $0.append(note.object as? String ?? "-") } }
+}
+
+/// What a C distributed handler learnt from CNotify_center_current_post.
+final class CurrentPostProbe: @unchecked Sendable {
+    // @unchecked Sendable: `center` is set once; `reports` is a Mutex.
+    let center: OpaquePointer
+    let reports = Mutex<[String]>([])
+    init(center: OpaquePointer) { self.center = center }
 }

@@ -82,18 +82,28 @@ static void run_entries(CNotify_center *c, const char *name) {
     if (snap != stack) free(snap);
 }
 
-static void deliver_locked(CNotify_center *c, const cn_received_post *post) {
+/* What this thread delivers for `c` (cn_in_delivery, cn_delivering_post) while `run(c, arg)` runs
+ * its callbacks, the outer delivery's restored after: one mechanism for posts and distributed
+ * posts. */
+static void with_delivering_locked(CNotify_center *c, const cn_received_post *post, void (*run)(CNotify_center *, const void *),
+                                   const void *arg) {
     CN_ASSERT_HELD(&c->delivery.lock);
     if (destroy_wanted(c)) return; /* destroyed by an earlier callback: nothing more runs */
     CNotify_center *outer = tl_delivering;
     cn_received_post outer_post = tl_post;
     tl_delivering = c;
     tl_post = *post;
-    atomic_fetch_add_explicit(&c->counters.received, 1, memory_order_relaxed);
-    run_entries(c, post->name);
+    run(c, arg);
     tl_delivering = outer;
     tl_post = outer_post;
 }
+
+static void run_post(CNotify_center *c, const void *arg) {
+    atomic_fetch_add_explicit(&c->counters.received, 1, memory_order_relaxed);
+    run_entries(c, ((const cn_received_post *)arg)->name);
+}
+
+static void deliver_locked(CNotify_center *c, const cn_received_post *post) { with_delivering_locked(c, post, run_post, post); }
 
 /* ---- the `self.` queue ---- */
 
@@ -171,18 +181,20 @@ static size_t run_distributed_key(CNotify_center *c, const char *key, const CNot
     return ran_any;
 }
 
+static void run_distributed(CNotify_center *c, const void *arg) {
+    const CNotify_distributed_note *note = arg;
+    atomic_fetch_add_explicit(&c->counters.distributed_received, 1, memory_order_relaxed);
+    run_distributed_key(c, note->name, note);
+    run_distributed_key(c, "", note);
+}
+
 void cn_deliver_distributed(CNotify_center *c, const cn_received_distributed *post, int from_this_center) {
+    CNotify_distributed_note note = { post->name, post->object, post->user_info, post->sender,
+                                      post->has_seq ? post->seq : 0, from_this_center, post->options };
+    /* CNotify_center_current_post inside a handler describes this one: its sender and number. */
+    cn_received_post current = { post->name, post->sender, post->origin, post->seq, post->has_seq };
     pthread_mutex_lock(&c->delivery.lock);
-    if (!destroy_wanted(c)) {
-        CNotify_center *outer = tl_delivering;
-        tl_delivering = c; /* a callback's `self.` posts and destroy wait for the end, as for posts */
-        CNotify_distributed_note note = { post->name, post->object, post->user_info, post->sender,
-                                          post->has_seq ? post->seq : 0, from_this_center, post->options };
-        atomic_fetch_add_explicit(&c->counters.distributed_received, 1, memory_order_relaxed);
-        run_distributed_key(c, post->name, &note);
-        run_distributed_key(c, "", &note);
-        tl_delivering = outer;
-    }
+    with_delivering_locked(c, &current, run_distributed, &note);
     pthread_mutex_unlock(&c->delivery.lock);
     self_queue_kick(c);
 }
