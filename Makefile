@@ -21,6 +21,7 @@ VERSION     := $(shell cat VERSION)
 MAJOR       := $(word 1,$(subst ., ,$(VERSION)))
 PREFIX      ?= /usr/local
 BINDIR      ?= $(PREFIX)/bin
+LIBEXECDIR  ?= $(PREFIX)/libexec
 LIBDIR      ?= $(PREFIX)/lib
 INCLUDEDIR  ?= $(PREFIX)/include
 DATADIR     ?= $(PREFIX)/share
@@ -52,6 +53,10 @@ OBJS := $(patsubst Shims/CNotify/%.c,$(BUILD)/obj/%.o,$(SRCS))
 HEADERS := Shims/CNotify/include/notify.h Shims/CNotify/include/darwin_notify.h Shims/CNotify/include/darwin_notify_distributed.h
 MANPAGES := $(wildcard man/*.1 man/*.3 man/*.7)
 CLIS := notifyutil wormhole notify-bridge distnotify
+# The Swift executables; notifyutil itself is a C front door (Sources/notifyutil/main.c) that
+# runs posts and execs notifyutil-full, installed in LIBEXECDIR, for every other command line.
+SWIFT_CLIS := notifyutil-full wormhole notify-bridge distnotify
+NOTIFYUTIL_FULL := $(LIBEXECDIR)/darwin-notify/notifyutil-full
 
 .PHONY: all lib cli data FORCE install install-check install-lib install-cli install-data uninstall deb clean check-symbols
 
@@ -107,8 +112,19 @@ SWIFT_SCRATCH ?= .build-release
 SWIFT_HARDENING := -Xcc -fstack-protector-strong -Xcc -D_FORTIFY_SOURCE=2 -Xcc -fcf-protection \
                    -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
 SWIFT_RELEASE := swift build -c release --scratch-path $(SWIFT_SCRATCH) --static-swift-stdlib $(SWIFT_HARDENING) -Xswiftc -use-ld=lld
-cli:
-	$(SWIFT_RELEASE) --product notifyutil
+# notifyutil's front door: cc, the C core and libdbus inside, glibc shared, hardened as the library
+# is. A command-line post is mostly process start-up, and loading libdbus-1.so (with libsystemd and
+# its six libraries) is most of dbus-send's: with it shared, any post from C ties with dbus-send;
+# with it inside, this starts faster (BENCHMARKS.md, "cli"). debian/control records it (Built-Using).
+DBUS_STATIC := $(shell pkg-config --variable=libdir dbus-1)/libdbus-1.a
+$(BUILD)/notifyutil: Sources/notifyutil/main.c Sources/notifyutil/libdbus-inside/no_systemd_sockets.c $(BUILD)/$(LIBNAME).a $(HEADERS)
+	@[ -f "$(DBUS_STATIC)" ] || { echo "$(DBUS_STATIC) is missing: libdbus-1-dev ships it" >&2; exit 1; }
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -D_GNU_SOURCE -DNOTIFYUTIL_FULL='"$(NOTIFYUTIL_FULL)"' $(CPPFLAGS) \
+	    -IShims/CNotify/include $(DBUS_CFLAGS) Sources/notifyutil/main.c Sources/notifyutil/libdbus-inside/no_systemd_sockets.c \
+	    $(BUILD)/$(LIBNAME).a $(DBUS_STATIC) -Wl,-z,relro -Wl,-z,now -Wl,--as-needed $(LDFLAGS) -lpthread -o $@
+
+cli: $(BUILD)/notifyutil
+	$(SWIFT_RELEASE) --product notifyutil-full
 	$(SWIFT_RELEASE) --product wormhole
 	$(SWIFT_RELEASE) --product notify-bridge
 	$(SWIFT_RELEASE) --product distnotify
@@ -126,10 +142,10 @@ ifeq ($(DESTDIR),)
 endif
 
 # Before anything is copied: what install needs is built (it builds no Swift itself).
-CLI_BINARIES := $(addprefix $(SWIFT_SCRATCH)/release/,$(CLIS))
+CLI_BINARIES := $(addprefix $(SWIFT_SCRATCH)/release/,$(filter-out notifyutil-full,$(SWIFT_CLIS)))
 install-check:
 ifeq ($(WITH_CLI),1)
-	@for f in $(CLI_BINARIES) $(BUILD)/completions/wormhole.bash; do [ -f "$$f" ] || { \
+	@for f in $(CLI_BINARIES) $(SWIFT_SCRATCH)/release/notifyutil-full $(BUILD)/notifyutil $(BUILD)/completions/wormhole.bash; do [ -f "$$f" ] || { \
 	    echo "make install: $$f is not built: run \`make\` first (as yourself; sudo's PATH has no swift), then \`make install\`, or WITH_CLI=0 for the library alone" >&2; exit 1; }; done
 endif
 
@@ -167,8 +183,9 @@ install-data: install-check data
 	install -m 0644 README.md CHANGELOG.md LICENSE $(DESTDIR)$(DOCDIR)/
 
 install-cli: install-check
-	$(MKDIRS) $(DESTDIR)$(BINDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHDIR) $(DESTDIR)$(FISHDIR)
-	install -m 0755 $(CLI_BINARIES) $(DESTDIR)$(BINDIR)/
+	$(MKDIRS) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)/darwin-notify $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHDIR) $(DESTDIR)$(FISHDIR)
+	install -m 0755 $(BUILD)/notifyutil $(CLI_BINARIES) $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(SWIFT_SCRATCH)/release/notifyutil-full $(DESTDIR)$(NOTIFYUTIL_FULL)
 	install -m 0644 $(BUILD)/completions/wormhole.bash $(DESTDIR)$(BASHCOMPDIR)/wormhole
 	install -m 0644 $(BUILD)/completions/_wormhole $(DESTDIR)$(ZSHDIR)/_wormhole
 	install -m 0644 $(BUILD)/completions/wormhole.fish $(DESTDIR)$(FISHDIR)/wormhole.fish
@@ -179,7 +196,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/darwin-notify/,$(notdir $(HEADERS)))
 	rm -f $(DESTDIR)$(DATADIR)/darwin-notify/user-bus.conf
 	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,README.md CHANGELOG.md LICENSE)
-	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(CLIS))
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(CLIS)) $(DESTDIR)$(NOTIFYUTIL_FULL)
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/,$(patsubst man/%.1,man1/%.1,$(filter %.1,$(MANPAGES))) \
 	    $(patsubst man/%.3,man3/%.3,$(filter %.3,$(MANPAGES))) $(patsubst man/%.7,man7/%.7,$(filter %.7,$(MANPAGES))))
 	rm -f $(DESTDIR)$(UNITDIR)/darwin-notify.socket $(DESTDIR)$(UNITDIR)/darwin-notify.service \

@@ -7,9 +7,10 @@ import PackageDescription
 // from here: SwiftPM caches this manifest's result by its text, so a number read here went stale
 // after a bump of VERSION alone (the Makefile checks that the two agree).
 
-// notifyutil carries the Swift runtime inside (below); sanitizer builds (`swift build
-// --sanitize=address|thread|undefined`) set DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL=1 (.ci/sanitize does
-// this), which links it like every other executable, the runtime shared.
+// notifyutil-full (the Swift notifyutil behind its C front door) and distnotify carry the Swift
+// runtime inside (below); sanitizer builds (`swift build --sanitize=address|thread|undefined`) set
+// DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL=1 (.ci/sanitize does this), which links them like every other
+// executable, the runtime shared.
 let staticStdlibNotifyutil = Context.environment["DARWIN_NOTIFY_DYNAMIC_NOTIFYUTIL"] == nil
 
 let package = Package(
@@ -19,6 +20,7 @@ let package = Package(
         // The C core as a shared library, so plain C programs can `#include <notify.h>` and link it.
         .library(name: "CNotify", type: .dynamic, targets: ["CNotify"]),
         .executable(name: "notifyutil", targets: ["notifyutil"]),
+        .executable(name: "notifyutil-full", targets: ["notifyutil-full"]),
         .executable(name: "notify-bench", targets: ["notify-bench"]),
         .library(name: "Wormhole", targets: ["Wormhole"]),
         // Darwin notifications into Foundation's NotificationCenter and back (a module of its own:
@@ -70,20 +72,25 @@ let package = Package(
         ),
         .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CDBus"]),
         // Distributed notifications from the shell: no Foundation (it ships beside notifyutil), the
-        // Swift runtime inside as notifyutil has it.
+        // Swift runtime inside as notifyutil-full has it.
         .executableTarget(
             name: "distnotify",
             dependencies: ["DarwinNotify", "CNotify"],
             linkerSettings: staticStdlibNotifyutil ? [.unsafeFlags(["-static-stdlib"])] : []
         ),
         .target(name: "DarwinNotifyFoundation", dependencies: ["DarwinNotify", "CNotify"]),
-        // notifyutil links the Swift runtime statically (-static-stdlib) and glibc and libdbus
-        // shared, as every Debian program links them: a command-line post is mostly process
-        // start-up, and loading the Swift runtime's shared libraries took 2 ms, twice dbus-send's
-        // whole run (BENCHMARKS.md, cli). A static executable (before 0.3.0) started faster still,
-        // but glibc's user and host look-ups in it need the very glibc it was built with.
+        // notifyutil is a C front door (Sources/notifyutil/main.c): it runs the command lines that
+        // only post and execs notifyutil-full for everything else. A command-line post is mostly
+        // process start-up, and no Swift main with glibc shared starts as fast as dbus-send
+        // (BENCHMARKS.md, "cli"). SwiftPM links every executable with the Swift runtime's image
+        // registration, so the notifyutil that ships is built by the Makefile with cc alone (and
+        // libdbus inside: libdbus-inside/no_systemd_sockets.c says why).
+        .executableTarget(name: "notifyutil", dependencies: ["CNotify", "CDBus"], exclude: ["libdbus-inside"]),
+        // The full notifyutil carries the Swift runtime inside (-static-stdlib): loading the
+        // runtime's shared libraries took 2 ms; glibc stays shared (its user and host look-ups
+        // in a static executable need the very glibc it was built with).
         .executableTarget(
-            name: "notifyutil",
+            name: "notifyutil-full",
             dependencies: ["NotifyUtilCore"],
             linkerSettings: staticStdlibNotifyutil ? [.unsafeFlags(["-static-stdlib"])] : []
         ),
@@ -107,7 +114,7 @@ let package = Package(
             name: "notify-bench",
             // The probes and the floor are run as child processes; depending on them makes
             // `swift run notify-bench` build them too.
-            dependencies: ["DarwinNotify", "DarwinNotifyFoundation", "Wormhole", "cnotify-probe", "dbus-floor", "notifyutil",
+            dependencies: ["DarwinNotify", "DarwinNotifyFoundation", "Wormhole", "cnotify-probe", "dbus-floor", "notifyutil", "notifyutil-full",
                            "wormhole-probe", "notify-bridge", .product(name: "Histogram", package: "hdrhistogram-swift")],
             // peers/peers.c is built by the benchmark itself with cc, against the peers' C libraries;
             // cli-floor/ by its run.sh (start-up floors for `cli`).

@@ -92,7 +92,10 @@ public final class Runner: Sendable {
                 return 1
             }
         }
-        if let center { try? center.flush() }
+        if let center {
+            // The posts are written before the process ends, or it says they may not be.
+            do { try center.flush() } catch { err("notifyutil: flush: \(error)\n"); return 1 }
+        }
         if !registrations.withLock({ $0.isEmpty }) { finished.wait() }
         return exitStatus
     }

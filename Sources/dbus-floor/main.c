@@ -6,6 +6,15 @@
  * Usage: dbus-floor echo PING PONG | ping PING PONG N | sink NAME | flood NAME N
  *        | stamp NAME | fanout-post NAME M GAP_MS
  * (bus: the DARWIN_NOTIFY_BUS address)
+ *
+ * Two more floors with no bus between the processes, the candidates of a same-host fast path
+ * (issue 23), with the same ping-pong (echo prints "ready", ping prints one round trip per line):
+ *   peer-echo ADDRESS PING PONG | peer-ping ADDRESS PING PONG N
+ *       a libdbus peer-to-peer connection (DBusServer at ADDRESS, no Hello, no daemon): the same
+ *       Post signals, straight from one process to the other
+ *   uds-echo PATH PING PONG | uds-ping PATH PING PONG N
+ *       a plain Unix stream socket and a frame of our own (u32 length, the name, NUL, u64 seq):
+ *       the least any socket transport can do
  */
 #include <dbus/dbus.h>
 #include <stdint.h>
@@ -13,9 +22,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 static DBusConnection *conn;
 static const char *want, *reply;
+static const char *reply_to_ping; /* the pinger's ping, in the peer and uds floors */
 static int seen;
 static dbus_uint64_t seq;
 /* sink: the end marker, counts, sequence gaps, first and last receipt */
@@ -82,7 +97,163 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The ping side of every floor: `n` round trips of post(ping) → pong, printed in ns. `round_trip`
+ * posts and waits for the pong. */
+static int print_round_trips(long n, int (*round_trip)(void *), void *context) {
+    uint64_t *rtt = calloc((size_t)n, sizeof *rtt);
+    if (!rtt) return 1;
+    for (long i = 0; i < n; i++) {
+        uint64_t t0 = now_ns();
+        if (round_trip(context) != 0) return 1;
+        rtt[i] = now_ns() - t0;
+    }
+    for (long i = 0; i < n; i++) printf("%llu\n", (unsigned long long)rtt[i]);
+    free(rtt);
+    return 0;
+}
+
+/* --- libdbus peer to peer --------------------------------------------------------------------- */
+
+static DBusConnection *accepted;
+static DBusWatch *server_watch;
+
+static void on_new_connection(DBusServer *server, DBusConnection *c, void *data) {
+    (void)server; (void)data;
+    if (!accepted) accepted = dbus_connection_ref(c);
+}
+static dbus_bool_t add_server_watch(DBusWatch *w, void *data) { (void)data; if (dbus_watch_get_enabled(w)) server_watch = w; return TRUE; }
+static void remove_server_watch(DBusWatch *w, void *data) { (void)data; if (server_watch == w) server_watch = NULL; }
+
+static int peer_round_trip(void *context) {
+    (void)context;
+    int before = seen;
+    post(reply_to_ping);
+    while (seen == before && dbus_connection_read_write_dispatch(conn, -1)) {}
+    return seen == before;
+}
+
+static int peer_main(int argc, char **argv) {
+    int echo = strcmp(argv[1], "peer-echo") == 0;
+    if (argc < (echo ? 5 : 6)) return 64;
+    DBusError err;
+    dbus_error_init(&err);
+    if (echo) {
+        DBusServer *server = dbus_server_listen(argv[2], &err);
+        if (!server) { fprintf(stderr, "dbus-floor: listen: %s\n", err.message); return 1; }
+        dbus_server_set_new_connection_function(server, on_new_connection, NULL, NULL);
+        dbus_server_set_watch_functions(server, add_server_watch, remove_server_watch, NULL, NULL, NULL);
+        printf("ready\n");
+        fflush(stdout);
+        while (!accepted && server_watch) { /* one client: the pinger */
+            struct pollfd p = { dbus_watch_get_unix_fd(server_watch), POLLIN, 0 };
+            if (poll(&p, 1, -1) < 0 && errno != EINTR) return 1;
+            dbus_watch_handle(server_watch, DBUS_WATCH_READABLE);
+        }
+        conn = accepted;
+        want = argv[3];
+        reply = argv[4];
+        dbus_connection_add_filter(conn, filter, NULL, NULL);
+        while (dbus_connection_read_write_dispatch(conn, -1)) {}
+        dbus_server_disconnect(server);
+        dbus_server_unref(server);
+    } else {
+        conn = dbus_connection_open_private(argv[2], &err);
+        if (!conn) { fprintf(stderr, "dbus-floor: %s\n", err.message); return 1; }
+        reply_to_ping = argv[3];
+        want = argv[4];
+        dbus_connection_add_filter(conn, filter, NULL, NULL);
+        if (print_round_trips(atol(argv[5]), peer_round_trip, NULL) != 0) return 1;
+    }
+    dbus_connection_close(conn);
+    dbus_connection_unref(conn);
+    return 0;
+}
+
+/* --- a plain Unix socket -------------------------------------------------------------------------- */
+
+static int write_all(int fd, const void *buf, size_t len) {
+    for (const char *p = buf; len > 0;) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len) {
+    for (char *p = buf; len > 0;) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* One frame: u32 length of what follows, the name, NUL, u64 seq. */
+static int uds_send(int fd, const char *name) {
+    char frame[4 + 600 + 8];
+    uint32_t len = (uint32_t)strlen(name) + 1 + 8;
+    if (len > 600 + 8) return -1;
+    seq++;
+    memcpy(frame, &len, 4);
+    memcpy(frame + 4, name, len - 8);
+    memcpy(frame + 4 + len - 8, &seq, 8);
+    return write_all(fd, frame, 4 + len);
+}
+
+/* Reads one frame; returns 1 if it carries `name`, 0 if another, -1 at the end. */
+static int uds_receive(int fd, const char *name) {
+    char body[600 + 8];
+    uint32_t len;
+    if (read_all(fd, &len, 4) != 0 || len < 9 || len > sizeof body || read_all(fd, body, len) != 0) return -1;
+    body[len - 9] = '\0';
+    return strcmp(body, name) == 0;
+}
+
+static int uds_fd;
+static int uds_round_trip(void *context) {
+    (void)context;
+    if (uds_send(uds_fd, reply_to_ping) != 0) return 1;
+    for (int r; (r = uds_receive(uds_fd, want)) != 1;) if (r < 0) return 1;
+    return 0;
+}
+
+static int uds_main(int argc, char **argv) {
+    int echo = strcmp(argv[1], "uds-echo") == 0;
+    if (argc < (echo ? 5 : 6)) return 64;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(argv[2]) >= sizeof sa.sun_path) return 64;
+    strcpy(sa.sun_path, argv[2]);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 1;
+    if (echo) {
+        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 1) != 0) { perror("dbus-floor: uds"); return 1; }
+        printf("ready\n");
+        fflush(stdout);
+        int c = accept(fd, NULL, NULL);
+        if (c < 0) return 1;
+        for (int r; (r = uds_receive(c, argv[3])) >= 0;)
+            if (r == 1 && uds_send(c, argv[4]) != 0) break;
+        close(c);
+        unlink(argv[2]);
+    } else {
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) { perror("dbus-floor: uds"); return 1; }
+        uds_fd = fd;
+        reply_to_ping = argv[3];
+        want = argv[4];
+        if (print_round_trips(atol(argv[5]), uds_round_trip, NULL) != 0) return 1;
+    }
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 2 && strncmp(argv[1], "peer-", 5) == 0) return peer_main(argc, argv);
+    if (argc >= 2 && strncmp(argv[1], "uds-", 4) == 0) return uds_main(argc, argv);
     const char *address = getenv("DARWIN_NOTIFY_BUS");
     if (argc < 3 || !address) {
         fprintf(stderr, "usage: DARWIN_NOTIFY_BUS=ADDRESS dbus-floor echo PING PONG | ping PING PONG N | sink NAME | flood NAME N\n");

@@ -17,6 +17,9 @@ enum PingPong {
         case swiftDirect = "Swift closure, queue: nil"
         case swiftAsync = "Swift AsyncSequence (DarwinNotify)"
         case distributed = "distributed, 1 KiB userInfo (queue: nil)"
+        /// No daemon between the processes: the candidates of a same-host fast path (issue 23).
+        case peer = "libdbus peer to peer (C, no daemon)"
+        case uds = "plain Unix socket (C, no daemon)"
     }
 
     /// The userInfo of the `distributed` variant: 16 strings of 56 bytes under 8-byte keys, about
@@ -28,8 +31,18 @@ enum PingPong {
     /// Runs `samples` round trips after `warmup` unrecorded ones.
     static func measure(_ variant: Variant, bus: String, samples: Int, warmup: Int) async throws -> Samples {
         let env = ["DARWIN_NOTIFY_BUS": bus]
+        // The no-daemon floors listen on a socket of their own, in a directory made for it.
+        let socketDirectory = NSTemporaryDirectory() + "notify-bench-floor-" + UUID().uuidString
+        if variant == .peer || variant == .uds {
+            try FileManager.default.createDirectory(atPath: socketDirectory, withIntermediateDirectories: false,
+                                                    attributes: [.posixPermissions: 0o700])
+        }
+        defer { try? FileManager.default.removeItem(atPath: socketDirectory) }
+        let socket = socketDirectory + "/s"
         let echo: Child
         switch variant {
+        case .peer: echo = try Child("dbus-floor", ["peer-echo", "unix:path=" + socket, ping, pong])
+        case .uds: echo = try Child("dbus-floor", ["uds-echo", socket, ping, pong])
         case .floor: echo = try Child("dbus-floor", ["echo", ping, pong], environment: env)
         case .cCallback: echo = try Child("cnotify-probe", ["bench-echo", ping, pong], environment: env)
         case .swiftClosure, .swiftAsync: echo = try Child("notify-bench", ["_swift-echo", ping, pong], environment: env)
@@ -42,6 +55,8 @@ enum PingPong {
         var rtts: [UInt64]
         switch variant {
         case .floor: rtts = try parse(Child("dbus-floor", ["ping", ping, pong, "\(total)"], environment: env).readToEnd())
+        case .peer: rtts = try parse(Child("dbus-floor", ["peer-ping", "unix:path=" + socket, ping, pong, "\(total)"]).readToEnd())
+        case .uds: rtts = try parse(Child("dbus-floor", ["uds-ping", socket, ping, pong, "\(total)"]).readToEnd())
         case .cCallback: rtts = try parse(Child("cnotify-probe", ["bench-ping", ping, pong, "\(total)"], environment: env).readToEnd())
         case .swiftClosure: rtts = try swiftClosurePing(bus: bus, count: total, queue: DispatchQueue(label: "bench.pong"))
         case .swiftDirect: rtts = try swiftClosurePing(bus: bus, count: total, queue: nil)

@@ -70,6 +70,20 @@ enum PlainC {
         return dir + "/peers"
     }
 
+    /// Builds notifyutil as the Debian package does: the Makefile's C front door (`make
+    /// build/notifyutil`, the core inside, glibc and libdbus shared) with dpkg-buildflags'
+    /// hardening. SwiftPM's notifyutil is not the one that ships: SwiftPM links every executable
+    /// with the Swift runtime's image registration, which loads libswiftCore.so. Returns its path.
+    static func buildNotifyutil() throws -> String {
+        let root = try packageRoot()
+        let dir = NSTemporaryDirectory() + "notify-bench-notifyutil-\(getpid())"
+        let built = dir + "/notifyutil"
+        if FileManager.default.fileExists(atPath: built) { return built }
+        _ = try Child("/usr/bin/make", ["-s", "-C", root, "BUILD=" + dir, built,
+                                        "CFLAGS=-O2 -g -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fcf-protection"]).readToEnd()
+        return built
+    }
+
     /// Builds libCNotify.so and the observer into a temporary directory; returns the observer.
     static func buildObserver() throws -> String {
         let root = try packageRoot()

@@ -35,6 +35,9 @@ func latencySuite(_ options: Options) async throws -> [Row] {
             extraCheck: ("p99 ≤ 2× own p50", async.p99 <= 2 * async.p50)),
         // Not a target row: the same closure API with queue: nil (no hop), for comparison.
         Row(label: PingPong.Variant.swiftDirect.rawValue, samples: results[.swiftDirect]!, reference: floor.p50, target: nil),
+        // The floors without a daemon (issue 23): what a same-host fast path could reach here.
+        Row(label: PingPong.Variant.peer.rawValue, samples: results[.peer]!, reference: floor.p50, target: nil),
+        Row(label: PingPong.Variant.uds.rawValue, samples: results[.uds]!, reference: floor.p50, target: nil),
     ]
 }
 

@@ -69,6 +69,13 @@ extension IntegrationSuites {
             #expect(strays.isEmpty, "exported beyond the public API: \(strays)")
             #expect(symbols.contains("notify_post") && symbols.contains("CNotify_center_create") && symbols.contains("notify_register_dispatch"))
             #expect(FileManager.default.fileExists(atPath: destdir + "/usr/lib/libdarwin-notify.a"))
+            // notifyutil's front door carries the core and libdbus: it loads glibc alone (bound
+            // at start-up, as dpkg-buildflags' hardening asks), and execs the full tool from libexec.
+            let front = try run("/usr/bin/readelf", ["-d", destdir + "/usr/bin/notifyutil"]).out
+            let needed = front.split(separator: "\n").filter { $0.contains("(NEEDED)") }.map { $0.split(separator: "[").last ?? "" }
+            #expect(!needed.isEmpty && needed.allSatisfy { $0 == "libc.so.6]" || $0.hasPrefix("ld-linux") }, "glibc alone: \(front)")
+            #expect(front.contains("BIND_NOW"), "\(front)")
+            #expect(FileManager.default.isExecutableFile(atPath: destdir + "/usr/libexec/darwin-notify/notifyutil-full"))
             for tool in ["notifyutil", "wormhole", "distnotify"] {
                 let version = try run(destdir + "/usr/bin/" + tool, ["--version"])
                 #expect(version.status == 0 && version.out == "\(tool) (DarwinNotify) \(InstallTests.version)\n", "\(version)")

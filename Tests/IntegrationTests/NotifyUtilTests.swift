@@ -26,6 +26,40 @@ extension IntegrationSuites {
             if type == "signal" { #expect(waiter.lines.first == "SIGNAL 1", "\(waiter.lines)") }
         }
 
+        @Test("the C front door posts as a center does: each name numbered from 1, one sender and origin, restricted names signed; every other command line runs the full notifyutil")
+        func frontDoor() throws {
+            let monitor = try ChildProcess("notifyutil", ["--monitor", "--json"], environment: bus.environment)
+            defer { monitor.kill() }
+            try repeatUntil("the monitor to see a sentinel", action: {
+                try notifyutilPost(["front.sentinel"], bus: bus)
+            }, done: { monitor.stdout.contains("front.sentinel") })
+            try expectSuccess(run("notifyutil", ["-q", "-M", "-R", "-z", "0", "-p", "front.a", "-p", "front.a", "-p", "front.b"],
+                                  environment: bus.environment))
+            try monitor.waitForLine { $0.contains("\"front.b\"") }
+            let posts = try monitor.lines.compactMap { line -> [String: Any]? in
+                let object = try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not JSON: \(line)")
+                return (object["name"] as? String)?.hasPrefix("front.") == true && object["name"] as? String != "front.sentinel" ? object : nil
+            }
+            #expect(posts.map { "\($0["name"]!) \($0["seq"]!) \($0["client"]!)" }
+                    == ["front.a 1 darwin-notify", "front.a 2 darwin-notify", "front.b 1 darwin-notify"], "\(monitor.lines)")
+            #expect(Set(posts.compactMap { $0["sender"] as? String }).count == 1, "one connection: \(posts)")
+            // A user.uid.N name needs a credential the center makes: it is posted through one.
+            let own = "user.uid.\(geteuid()).front"
+            let waiter = try ChildProcess("notifyutil", ["-1", own], environment: bus.environment)
+            try repeatUntil("a restricted post from the front door to arrive", action: { try notifyutilPost([own], bus: bus) },
+                            done: { !waiter.isRunning })
+            #expect(try waiter.waitForExit() == 0 && waiter.lines == [own], "\(waiter.lines) \(waiter.stderr)")
+            // Not a post-only command line: the full tool, with its output and its errors.
+            let verbose = try run("notifyutil", ["-v", "-z", "0", "-p", "front.v", "-g", "front.v"], environment: bus.environment)
+            #expect(verbose.status == 0 && verbose.out.hasSuffix("front.v 0\n"), "\(verbose)")
+            let signed = try run("notifyutil", ["-z", "+5", "-p", "front.x"], environment: bus.environment)
+            #expect(signed.status == 0, "Swift's Int(\"+5\") is 5: the full tool's reading, not a refusal: \(signed)")
+            let empty = try run("notifyutil", ["-z", "0", "-p", "front.ok", "-p", ""], environment: bus.environment)
+            #expect(empty.status == 1 && empty.err == "notifyutil: -p '': Invalid Name: notification name is empty\n", "\(empty)")
+            let unreachable = try run("notifyutil", ["--bus", "unix:path=/nonexistent/front", "-z", "0", "-p", "front.x"])
+            #expect(unreachable.status == 1 && unreachable.err.contains("cannot reach the bus at unix:path=/nonexistent/front"), "\(unreachable)")
+        }
+
         @Test("two registrations on one signal: each is reported once, and the run ends after both")
         func twoSignalRegistrations() throws {
             let waiter = try ChildProcess("notifyutil", ["-signal", "10", "-1", "util.sig.a", "-1", "util.sig.b"],

@@ -59,7 +59,7 @@ extension IntegrationSuites {
                             continue
                         }
                         // The first set-up command, as the built product (swift run would take the build lock).
-                        let command = line.replacingOccurrences(of: "bash .ci/install-deps && swift run ", with: "")
+                        let command = line.replacingOccurrences(of: "bash .ci/install-deps && swift build --product notifyutil-full && swift run ", with: "")
                         let child = try ChildProcess("/bin/sh", ["-c", "cd \"$0\" && " + command, sandbox],
                                                      environment: command.contains("--libs darwin-notify") ? installed : env)
                         let waits = command.range(of: #"(^|\s)-(w|W[0-9]*|[0-9]+)\s|\blisten\b|--monitor|^notify-bridge\s|^distnotify watch\s"#, options: .regularExpression) != nil

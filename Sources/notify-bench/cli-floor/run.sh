@@ -14,7 +14,7 @@ cflags=$(pkg-config --cflags dbus-1)
 libdbus_a=$(pkg-config --variable=libdir dbus-1)/libdbus-1.a
 libstdcxx_a=$(cc -print-file-name=libstdc++.a)
 cc -O2 -fPIC $cflags -c "$here/raw_post.c" -o "$out/raw_post.o"
-cc -O2 -fPIC -c "$here/no_systemd_sockets.c" -o "$out/no_systemd_sockets.o"
+cc -O2 -fPIC -c "$here/../../notifyutil/libdbus-inside/no_systemd_sockets.c" -o "$out/no_systemd_sockets.o"
 # C, libdbus shared: linked as dbus-send is.
 cc -O2 "$here/floor_main.c" "$out/raw_post.o" $(pkg-config --libs dbus-1) -o "$out/c-libdbus-shared"
 # C, libdbus inside, glibc shared.
