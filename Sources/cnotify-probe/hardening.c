@@ -16,8 +16,7 @@
 #include <notify.h>
 #include "probe.h"
 
-static void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void out(const char *fmt, ...) {
+void out(const char *fmt, ...) {
     char buf[2048];
     va_list ap;
     va_start(ap, fmt);

@@ -450,6 +450,10 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "flood-until-refused")) return cmd_flood_until_refused(argc, argv);
     if (!strcmp(cmd, "post-loop")) return cmd_post_loop(argc, argv);
     if (!strcmp(cmd, "observe-namespace")) return cmd_observe_namespace(argc, argv);
+    if (!strcmp(cmd, "fp-peer")) return cmd_fp_peer(argc, argv);
+    if (!strcmp(cmd, "fp-announce")) return cmd_fp_announce(argc, argv);
+    if (!strcmp(cmd, "fp-deaf")) return cmd_fp_deaf(argc, argv);
+    if (!strcmp(cmd, "fp-forge")) return cmd_fp_forge(argc, argv);
     fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
     return 64;
 }

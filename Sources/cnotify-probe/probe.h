@@ -6,8 +6,14 @@
 
 void say(const char *fmt, const char *arg);
 int fail(const char *what, uint32_t st);
+/* One line on stdout, printf-style (hardening.c). */
+void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 int cmd_signal(int argc, char **argv);
+int cmd_fp_peer(int argc, char **argv);
+int cmd_fp_announce(int argc, char **argv);
+int cmd_fp_deaf(int argc, char **argv);
+int cmd_fp_forge(int argc, char **argv);
 int cmd_dispatch(int argc, char **argv);
 int cmd_suspend(int argc, char **argv);
 int cmd_self(int argc, char **argv);

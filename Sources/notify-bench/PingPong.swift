@@ -13,6 +13,8 @@ enum PingPong {
     enum Variant: String, CaseIterable {
         case floor = "raw libdbus floor (C, no wrapper)"
         case cCallback = "C callback (CNotify)"
+        /// The same with the fast path off in both processes: the bus path, in the same run.
+        case cBusOnly = "C callback, bus only (fast path off)"
         case swiftClosure = "Swift closure (DarwinNotify)"
         case swiftDirect = "Swift closure, queue: nil"
         case swiftAsync = "Swift AsyncSequence (DarwinNotify)"
@@ -45,6 +47,7 @@ enum PingPong {
         case .uds: echo = try Child("dbus-floor", ["uds-echo", socket, ping, pong])
         case .floor: echo = try Child("dbus-floor", ["echo", ping, pong], environment: env)
         case .cCallback: echo = try Child("cnotify-probe", ["bench-echo", ping, pong], environment: env)
+        case .cBusOnly: echo = try Child("cnotify-probe", ["bench-echo", ping, pong], environment: env.merging(["DARWIN_NOTIFY_FAST_PATH": "0"]) { $1 })
         case .swiftClosure, .swiftAsync: echo = try Child("notify-bench", ["_swift-echo", ping, pong], environment: env)
         case .swiftDirect: echo = try Child("notify-bench", ["_swift-echo-direct", ping, pong], environment: env)
         case .distributed: echo = try Child("notify-bench", ["_distributed-echo", ping, pong], environment: env)
@@ -58,6 +61,9 @@ enum PingPong {
         case .peer: rtts = try parse(Child("dbus-floor", ["peer-ping", "unix:path=" + socket, ping, pong, "\(total)"]).readToEnd())
         case .uds: rtts = try parse(Child("dbus-floor", ["uds-ping", socket, ping, pong, "\(total)"]).readToEnd())
         case .cCallback: rtts = try parse(Child("cnotify-probe", ["bench-ping", ping, pong, "\(total)"], environment: env).readToEnd())
+        case .cBusOnly:
+            rtts = try parse(Child("cnotify-probe", ["bench-ping", ping, pong, "\(total)"],
+                                   environment: env.merging(["DARWIN_NOTIFY_FAST_PATH": "0"]) { $1 }).readToEnd())
         case .swiftClosure: rtts = try swiftClosurePing(bus: bus, count: total, queue: DispatchQueue(label: "bench.pong"))
         case .swiftDirect: rtts = try swiftClosurePing(bus: bus, count: total, queue: nil)
         case .swiftAsync: rtts = try await swiftAsyncPing(bus: bus, count: total)

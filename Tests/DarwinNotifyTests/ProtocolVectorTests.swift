@@ -92,6 +92,27 @@ struct ProtocolVectorTests {
                 var out = [CChar](repeating: 0, count: 1100)
                 #expect(CNotify_protocol_distributed_match_rule(input == "every name" ? nil : input, &out, out.count) == 0)
                 #expect(cString(out) == row.value, "\(row)")
+            case "fast-path endpoint address":
+                var out = [CChar](repeating: 0, count: 128)
+                #expect(CNotify_protocol_fast_address(input, &out, out.count) == 0, "\(String(cString: CNotify_last_error()))")
+                #expect(cString(out) == row.value, "\(row)")
+            case "fast-path bucket bit":
+                // Bit b of the 512-byte bitmap: byte b / 8, bit b % 8, b the bucket of the name.
+                var interface = [CChar](repeating: 0, count: 32)
+                CNotify_bucket_interface(input, &interface)
+                let bucket = try #require(Int(cString(interface).suffix(3), radix: 16))
+                #expect("byte \(bucket / 8), bit \(bucket % 8)" == row.value, "\(row)")
+            case "fast-path POST frame", "fast-path HELLO frame":
+                let parts = input.split(separator: " ").map(String.init)
+                var out = [UInt8](repeating: 0, count: 1024)
+                var length = 0
+                if row.what == "fast-path POST frame" {
+                    #expect(CNotify_protocol_fast_post(parts[0], UInt64(parts[1])!, &out, out.count, &length) == 0)
+                } else {
+                    let origin = try #require(UInt64(parts[1].dropFirst(2), radix: 16)), token = try #require(UInt64(parts[2].dropFirst(2), radix: 16))
+                    #expect(CNotify_protocol_fast_hello(origin, token, parts[0], &out, out.count, &length) == 0)
+                }
+                #expect(out.prefix(length).map { String(format: "%02x", $0) }.joined(separator: " ") == row.value, "\(row)")
             default:
                 Issue.record("a vector the test does not know: \(row)")
             }

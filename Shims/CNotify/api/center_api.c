@@ -171,6 +171,23 @@ void CNotify_center_get_stats(CNotify_center *c, CNotify_stats *out) {
     cn_center_stats(c, out);
 }
 
+uint32_t CNotify_center_set_fast_path(CNotify_center *c, int mode) {
+    cn_clear_error();
+    if (!c) { cn_set_error("center is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    if (mode != CNOTIFY_FAST_PATH_OFF && mode != CNOTIFY_FAST_PATH_ON && mode != CNOTIFY_FAST_PATH_DIRECT) {
+        cn_set_error("fast path mode %d: CNOTIFY_FAST_PATH_OFF, _ON or _DIRECT", mode);
+        return NOTIFY_STATUS_INVALID_REQUEST;
+    }
+    cn_center_set_fast_path(c, mode);
+    return NOTIFY_STATUS_OK;
+}
+
+void CNotify_center_get_fast_path_stats(CNotify_center *c, CNotify_fast_path_stats *out) {
+    cn_clear_error();
+    if (!c || !out) { cn_set_error("center or stats pointer is NULL"); return; }
+    cn_center_fast_path_stats(c, out);
+}
+
 uint64_t CNotify_center_unmatched_posts(CNotify_center *c) {
     cn_clear_error();
     if (!c) { cn_set_error("center is NULL"); return 0; }

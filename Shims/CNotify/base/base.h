@@ -41,6 +41,8 @@
  *                                         exclusive: the loop thread in a handler     around one non-blocking libdbus call
  *   [libdbus's connection lock]           (inside libdbus)                            it calls bus_watches.c with it held
  *   leaves: watches.lock (bus_watches.c), rules.lock (bus_rules.c), room.lock (bus_gate.c),
+ *   endpoint.lock (transport/fast_endpoint.c), peers.lock (transport/fast_peers.c: taken with
+ *   outbox.lock held, for a post's non-blocking direct copies; never across connecting or the bus),
  *   senders (bus_receive.c, loop thread only), outbox.lock and outbox.restricted_lock
  *   (center/outbox.c; restricted_lock is taken before outbox.lock), delivery.self_lock,
  *   state.lock (never across the file system), the notice lock, a completion's lock

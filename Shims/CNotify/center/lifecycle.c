@@ -136,7 +136,8 @@ static CNotify_center *center_alloc(const char *bus, int resolved, cn_bus_kind k
                                    .distributed_arrived = on_distributed_arrived,
                                    .distributed_dropped = on_distributed_dropped, .connected = on_connected,
                                    .disconnected = on_disconnected };
-    c->transport = cn_bus_transport_new(bus, resolved, kind, address, &c->loop, events);
+    /* The bus, with the same-host fast path around it (transport/fast.h). */
+    c->transport = cn_fast_transport_new(bus, resolved, kind, address, &c->loop, events);
     atomic_init(&c->lifecycle, CN_LIFE_LIVE);
     cn_registry_init(&c->registry);
     cn_registry_init(&c->distributed);
@@ -207,6 +208,15 @@ int cn_center_is_default(CNotify_center *c) { return c == default_center; }
 uint32_t cn_center_flush(CNotify_center *c, int timeout_ms) { return c->transport->ops->flush(c->transport, timeout_ms); }
 
 const char *cn_center_address(CNotify_center *c) { return c->transport->ops->address(c->transport); }
+
+void cn_center_set_fast_path(CNotify_center *c, int enabled) {
+    if (c->transport->ops->set_fast_path) c->transport->ops->set_fast_path(c->transport, enabled);
+}
+
+void cn_center_fast_path_stats(CNotify_center *c, CNotify_fast_path_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (c->transport->ops->fast_path_stats) c->transport->ops->fast_path_stats(c->transport, out);
+}
 
 void cn_center_stats(CNotify_center *c, CNotify_stats *out) {
     out->received = atomic_load(&c->counters.received);

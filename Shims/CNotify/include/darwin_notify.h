@@ -134,6 +134,41 @@ typedef struct CNotify_post_info {
  * INVALID_REQUEST outside a callback of `center`. */
 uint32_t CNotify_center_current_post(CNotify_center *center, CNotify_post_info *out);
 
+/* The same-host fast path (docs/PROTOCOL.md "Fast path"): a post also goes straight to each
+ * process of this host that observes it with this library, over a Unix socket, besides its bus
+ * copy, and an observer delivers whichever copy comes first. On by default;
+ * DARWIN_NOTIFY_FAST_PATH=0 in the environment, or CNotify_center_set_fast_path(center,
+ * CNOTIFY_FAST_PATH_OFF), makes this center's posts take the bus alone. CNOTIFY_FAST_PATH_DIRECT
+ * (DARWIN_NOTIFY_FAST_PATH=direct), an opt-in for throughput, skips the bus copy of a post that
+ * every connected observer of it took directly: foreign clients (dbus-monitor, gdbus, dbus-send
+ * observers) and observers this center is not connected to yet do not get those posts. */
+#define CNOTIFY_FAST_PATH_OFF 0
+#define CNOTIFY_FAST_PATH_ON 1
+#define CNOTIFY_FAST_PATH_DIRECT 2
+typedef struct CNotify_fast_path_stats {
+    int enabled;
+    uint64_t peers;       /* observers this center posts to directly now */
+    uint64_t sent;        /* post copies sent directly */
+    uint64_t delivered;   /* posts delivered here from a direct copy */
+    uint64_t duplicates;  /* second copies dropped (the bus copy of a post delivered directly, or the reverse) */
+    uint64_t fallbacks;   /* direct connections dropped because the observer did not take a post at once:
+                           * it had the bus copy */
+    uint64_t refused;     /* announcements, connections and frames that failed a check */
+    uint64_t bus_skipped; /* posts not sent on the bus (CNOTIFY_FAST_PATH_DIRECT) */
+} CNotify_fast_path_stats;
+/* `mode`: CNOTIFY_FAST_PATH_OFF, _ON or _DIRECT; INVALID_REQUEST for another value. */
+uint32_t CNotify_center_set_fast_path(CNotify_center *center, int mode);
+void CNotify_center_get_fast_path_stats(CNotify_center *center, CNotify_fast_path_stats *out);
+/* The fast path's contract (docs/PROTOCOL.md "Fast path"), for tools and other implementations:
+ *   CNotify_protocol_fast_address: the abstract socket an endpoint token names, written as ss(8)
+ *     and strace show it ("@darwin-notify/fp/<token>"; the '@' is the address's leading NUL).
+ *   CNotify_protocol_fast_hello, CNotify_protocol_fast_post: the two frames a poster sends, as
+ *     bytes; INVALID_REQUEST for one a receiver would refuse. */
+uint32_t CNotify_protocol_fast_address(const char *token, char *out, size_t len);
+uint32_t CNotify_protocol_fast_hello(uint64_t origin, uint64_t token, const char *unique_name, unsigned char *out,
+                                     size_t cap, size_t *out_len);
+uint32_t CNotify_protocol_fast_post(const char *name, uint64_t seq, unsigned char *out, size_t cap, size_t *out_len);
+
 /* Whether `name` is restricted to one user (`user.uid.N…`, docs/PROTOCOL.md): 0 for a plain
  * name, 1 with *out_uid = N, -1 for a `user.uid.` number that is no uid (nobody may post it). */
 int CNotify_name_restricted_uid(const char *name, uint32_t *out_uid);

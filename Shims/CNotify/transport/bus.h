@@ -4,7 +4,9 @@
  * named in its heading; another file touches it only through that file's functions.
  *
  * Order of the files (each calls only those listed before it): bus_resolve, embedded_dir, embedded_bus, bus_places,
- * bus_wire, bus_distributed, bus_gate, bus_watches, bus_link, bus_rules, bus_receive, bus_send, bus_transport.
+ * bus_wire, bus_distributed, bus_gate, bus_watches, bus_link, bus_rules, bus_fastpath, bus_receive, bus_send,
+ * bus_transport. The fast path (fast.h) sits beside them and calls them; they reach it only
+ * through the cn_bus_fast_hooks it hands bus_fastpath.c.
  */
 #ifndef CNOTIFY_BUS_H
 #define CNOTIFY_BUS_H
@@ -154,6 +156,30 @@ uint32_t cn_rules_add_finish(cn_bus *b, cn_rule_request *r, const char *key);
 void cn_rules_add_now(cn_bus *b, const char *key, cn_key_kind kind, uint64_t gen);
 void cn_rules_remove(cn_bus *b, const char *key, cn_key_kind kind, uint64_t gen);
 
+/* ---- bus_fastpath.c: the bus as the fast path's control plane (PROTOCOL.md "Fast path") ---- */
+#define CN_FAST_INTERFACE "org.darwinnotify.FastPath"
+#define CN_FAST_WIRE_VERSION 1
+#define CN_FAST_BITMAP_BYTES 512        /* one bit per bucket */
+/* What the bus hands the fast path, on the loop thread from libdbus's dispatch: each only notes. */
+typedef struct cn_bus_fast_hooks {
+    void *ctx;                          /* NULL: no fast path */
+    void (*endpoint)(void *ctx, const char *sender, const char *token, const unsigned char *bitmap);
+    void (*query)(void *ctx, const char *sender);
+    void (*sync)(void *ctx, const char *sender, uint64_t token);
+    void (*name_lost)(void *ctx, const char *unique);
+} cn_bus_fast_hooks;
+void cn_bus_fast_set_hooks(cn_bus *b, const cn_bus_fast_hooks *hooks);
+/* From the receive filter: 1 when `msg` was the fast path's (handled). */
+int cn_bus_fast_receive(cn_bus *b, DBusMessage *msg);
+/* The three rules of the fast path on connection `gen` (no reply awaited). */
+void cn_bus_fast_rules(cn_bus *b, uint64_t gen);
+uint32_t cn_bus_fast_announce(cn_bus *b, const char *token, const unsigned char *bitmap, const char *destination);
+uint32_t cn_bus_fast_query(cn_bus *b);
+uint32_t cn_bus_fast_sync(cn_bus *b, const char *destination, uint64_t token);
+/* What the bus says connection `unique` is (blocking, loop thread, outside dispatch): 1 if it said. */
+int cn_bus_fast_credentials(cn_bus *b, const char *unique, pid_t *pid, uid_t *uid);
+int cn_bus_fast_unique_name(cn_bus *b, char out[256]);
+
 /* ---- bus_receive.c: is a message a post, is it authentic (loop thread) ---- */
 DBusHandlerResult cn_receive_filter(DBusConnection *conn, DBusMessage *msg, void *bus);
 void cn_receive_forget_senders(cn_bus *b);
@@ -183,6 +209,7 @@ struct cn_bus {
     cn_bus_watches watches;
     cn_bus_rules rules;
     cn_map sender_uids;             /* bus_receive.c: unique name -> uid + 1 (loop thread; per connection) */
+    cn_bus_fast_hooks fast;         /* bus_fastpath.c: set before the start, then only read */
     _Atomic int behind;             /* bus_send.c: the last send left more than CN_OUTGOING_MAX queued */
     /* bus_transport.c, loop thread only: */
     DBusConnection *loop_conn;

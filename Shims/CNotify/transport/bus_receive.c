@@ -92,6 +92,7 @@ static DBusHandlerResult receive_distributed(cn_bus *b, DBusMessage *msg) {
 
 DBusHandlerResult cn_receive_filter(DBusConnection *conn, DBusMessage *msg, void *bus) {
     cn_bus *b = bus;
+    if (cn_bus_fast_receive(b, msg)) return DBUS_HANDLER_RESULT_HANDLED;
     cn_wire_post post;
     switch (cn_wire_parse(msg, &post)) {
     case CN_WIRE_NOT_OURS: return receive_distributed(b, msg);

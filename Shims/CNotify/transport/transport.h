@@ -100,6 +100,9 @@ typedef struct cn_transport_ops {
     const char *(*address)(cn_transport *t);
     /* After the loop ended. */
     void (*destroy)(cn_transport *t);
+    /* The fast path's switch and counters (NULL for a transport without one). */
+    void (*set_fast_path)(cn_transport *t, int enabled);
+    void (*fast_path_stats)(cn_transport *t, CNotify_fast_path_stats *out);
 } cn_transport_ops;
 
 struct cn_transport {
@@ -115,6 +118,9 @@ uint32_t cn_resolve_bus(const char *spec, cn_bus_kind *kind, char **out_address)
  * out of memory. It adds itself to `loop` at its start. */
 cn_transport *cn_bus_transport_new(const char *spec, int resolved, cn_bus_kind kind, char *address, cn_loop *loop,
                                    cn_transport_events events);
+/* ---- the fast path (transport/fast_*.c), around a bus transport it makes with `events` of its own ---- */
+cn_transport *cn_fast_transport_new(const char *spec, int resolved, cn_bus_kind kind, char *address, cn_loop *loop,
+                                    cn_transport_events events);
 /* Where the state of bus `spec` lives (docs/PROTOCOL.md "State files"), and who may have made it. */
 uint32_t cn_bus_state_dir(const char *spec, char *out, size_t len, cn_state_place *place);
 

@@ -1,0 +1,168 @@
+/*
+ * bus_fastpath.c: what the fast path (fast_*.c) needs of the bus, with libdbus's types kept here:
+ * the Endpoint, Query and Sync signals out and in, the departures of connections
+ * (NameOwnerChanged), and what the bus says a connection is (GetConnectionCredentials).
+ * docs/PROTOCOL.md "Fast path" is the contract. Incoming ones are handed up through the hooks
+ * table the fast path installed (cn_bus_fast_set_hooks), from libdbus's dispatch on the loop
+ * thread; the hooks only note them, and the fast path acts in its own part of the loop.
+ */
+#include <string.h>
+#include "bus.h"
+
+void cn_bus_fast_set_hooks(cn_bus *b, const cn_bus_fast_hooks *hooks) { b->fast = *hooks; }
+
+static int is_own(cn_bus *b, const char *sender) {
+    char own[256];
+    return cn_bus_fast_unique_name(b, own) && strcmp(own, sender) == 0;
+}
+
+int cn_bus_fast_receive(cn_bus *b, DBusMessage *msg) {
+    if (!b->fast.ctx || dbus_message_get_type(msg) != DBUS_MESSAGE_TYPE_SIGNAL) return 0;
+    const char *sender = dbus_message_get_sender(msg);
+    if (!sender) return 0;
+    if (dbus_message_is_signal(msg, DBUS_INTERFACE_DBUS, "NameOwnerChanged")) {
+        /* Only the bus itself says who left; anyone may emit a signal of that name. */
+        const char *name, *old_owner, *new_owner;
+        if (strcmp(sender, DBUS_SERVICE_DBUS) != 0
+            || !dbus_message_get_args(msg, NULL, DBUS_TYPE_STRING, &name, DBUS_TYPE_STRING, &old_owner, DBUS_TYPE_STRING,
+                                      &new_owner, DBUS_TYPE_INVALID))
+            return 0;
+        if (name[0] == ':' && new_owner[0] == '\0') b->fast.name_lost(b->fast.ctx, name);
+        return 0; /* others may want it too */
+    }
+    if (!dbus_message_has_interface(msg, CN_FAST_INTERFACE) || !dbus_message_has_path(msg, CN_PATH)) return 0;
+    if (is_own(b, sender)) return 1; /* our own announcement or query, back from the bus */
+    if (dbus_message_has_member(msg, "Endpoint")) {
+        const char *token;
+        const unsigned char *bitmap;
+        int len = 0;
+        dbus_uint32_t version = 0;
+        if (dbus_message_get_args(msg, NULL, DBUS_TYPE_STRING, &token, DBUS_TYPE_ARRAY, DBUS_TYPE_BYTE, &bitmap, &len,
+                                  DBUS_TYPE_UINT32, &version, DBUS_TYPE_INVALID)
+            && version == CN_FAST_WIRE_VERSION && len == CN_FAST_BITMAP_BYTES)
+            b->fast.endpoint(b->fast.ctx, sender, token, bitmap);
+    } else if (dbus_message_has_member(msg, "Query")) {
+        b->fast.query(b->fast.ctx, sender);
+    } else if (dbus_message_has_member(msg, "Sync")) {
+        /* Only a Sync sent to us: a broadcast one is anybody's word about nobody. */
+        dbus_uint64_t token = 0;
+        const char *dest = dbus_message_get_destination(msg);
+        if (dest && is_own(b, dest) && dbus_message_get_args(msg, NULL, DBUS_TYPE_UINT64, &token, DBUS_TYPE_INVALID))
+            b->fast.sync(b->fast.ctx, sender, token);
+    }
+    return 1;
+}
+
+int cn_bus_fast_unique_name(cn_bus *b, char out[256]) {
+    cn_link_view view;
+    if (!cn_link_view_get(b, &view, 1)) return 0;
+    dbus_connection_unref(view.conn);
+    memcpy(out, view.unique_name, 256);
+    return out[0] != '\0';
+}
+
+/* Sends a signal of the fast path's interface, never waiting (loop thread: not from the filter). */
+static uint32_t send_signal(cn_bus *b, DBusMessage *m, const char *destination) {
+    if (!m) return NOTIFY_STATUS_FAILED;
+    cn_link_view view;
+    if (!cn_link_view_get(b, &view, 0)) {
+        dbus_message_unref(m);
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    int sent = (!destination || dbus_message_set_destination(m, destination));
+    if (sent) {
+        cn_gate_send_enter(b);
+        sent = dbus_connection_send(view.conn, m, NULL);
+        cn_gate_send_leave(b, view.conn);
+    }
+    dbus_message_unref(m);
+    dbus_connection_unref(view.conn);
+    return sent ? NOTIFY_STATUS_OK : NOTIFY_STATUS_FAILED;
+}
+
+uint32_t cn_bus_fast_announce(cn_bus *b, const char *token, const unsigned char *bitmap, const char *destination) {
+    DBusMessage *m = dbus_message_new_signal(CN_PATH, CN_FAST_INTERFACE, "Endpoint");
+    dbus_uint32_t version = CN_FAST_WIRE_VERSION;
+    if (m && !dbus_message_append_args(m, DBUS_TYPE_STRING, &token, DBUS_TYPE_ARRAY, DBUS_TYPE_BYTE, &bitmap,
+                                       CN_FAST_BITMAP_BYTES, DBUS_TYPE_UINT32, &version, DBUS_TYPE_INVALID)) {
+        dbus_message_unref(m);
+        m = NULL;
+    }
+    return send_signal(b, m, destination);
+}
+
+/* A signal of the fast path's interface whose body is one basic value; NULL when out of memory. */
+static DBusMessage *one_value_signal(const char *member, int type, const void *value) {
+    DBusMessage *m = dbus_message_new_signal(CN_PATH, CN_FAST_INTERFACE, member);
+    if (m && !dbus_message_append_args(m, type, value, DBUS_TYPE_INVALID)) {
+        dbus_message_unref(m);
+        m = NULL;
+    }
+    return m;
+}
+
+uint32_t cn_bus_fast_query(cn_bus *b) {
+    dbus_uint32_t version = CN_FAST_WIRE_VERSION;
+    return send_signal(b, one_value_signal("Query", DBUS_TYPE_UINT32, &version), NULL);
+}
+
+uint32_t cn_bus_fast_sync(cn_bus *b, const char *destination, uint64_t token) {
+    dbus_uint64_t t = token;
+    return send_signal(b, one_value_signal("Sync", DBUS_TYPE_UINT64, &t), destination);
+}
+
+void cn_bus_fast_rules(cn_bus *b, uint64_t gen) {
+    static const char *const rules[] = {
+        "type='signal',path='" CN_PATH "',interface='" CN_FAST_INTERFACE "',member='Endpoint'",
+        "type='signal',path='" CN_PATH "',interface='" CN_FAST_INTERFACE "',member='Query'",
+        /* Connections that left (arg2, the new owner, empty): a peer's endpoint goes with it. */
+        "type='signal',sender='" DBUS_SERVICE_DBUS "',interface='" DBUS_INTERFACE_DBUS "',member='NameOwnerChanged',arg2=''",
+    };
+    cn_link_view view;
+    if (!cn_link_view_get(b, &view, 0)) return;
+    if (view.gen == gen) {
+        cn_gate_enter(b);
+        for (size_t i = 0; i < sizeof rules / sizeof *rules; i++) dbus_bus_add_match(view.conn, rules[i], NULL);
+        cn_gate_leave(b);
+    }
+    dbus_connection_unref(view.conn);
+}
+
+/* Blocking, on the loop thread and outside libdbus's dispatch: libdbus reads the socket itself
+ * meanwhile and queues what else arrives for the next dispatch. */
+int cn_bus_fast_credentials(cn_bus *b, const char *unique, pid_t *pid, uid_t *uid) {
+    cn_link_view view;
+    if (!cn_link_view_get(b, &view, 0)) return 0;
+    DBusMessage *call = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS,
+                                                     "GetConnectionCredentials");
+    int have_pid = 0, have_uid = 0;
+    if (call && dbus_message_append_args(call, DBUS_TYPE_STRING, &unique, DBUS_TYPE_INVALID)) {
+        DBusMessage *reply = dbus_connection_send_with_reply_and_block(view.conn, call, 5000, NULL);
+        DBusMessageIter it, dict;
+        if (reply && dbus_message_iter_init(reply, &it) && dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_ARRAY) {
+            dbus_message_iter_recurse(&it, &dict);
+            for (; dbus_message_iter_get_arg_type(&dict) == DBUS_TYPE_DICT_ENTRY; dbus_message_iter_next(&dict)) {
+                DBusMessageIter entry, variant;
+                const char *key;
+                dbus_message_iter_recurse(&dict, &entry);
+                if (dbus_message_iter_get_arg_type(&entry) != DBUS_TYPE_STRING) continue;
+                dbus_message_iter_get_basic(&entry, &key);
+                dbus_message_iter_next(&entry);
+                if (dbus_message_iter_get_arg_type(&entry) != DBUS_TYPE_VARIANT) continue;
+                dbus_message_iter_recurse(&entry, &variant);
+                if (dbus_message_iter_get_arg_type(&variant) != DBUS_TYPE_UINT32) continue;
+                dbus_uint32_t v;
+                dbus_message_iter_get_basic(&variant, &v);
+                if (strcmp(key, "ProcessID") == 0) { *pid = (pid_t)v; have_pid = 1; }
+                if (strcmp(key, "UnixUserID") == 0) { *uid = (uid_t)v; have_uid = 1; }
+            }
+        }
+        if (reply) dbus_message_unref(reply);
+    }
+    if (call) dbus_message_unref(call);
+    /* What libdbus read meanwhile is queued, not in the socket: poll would not see it, so the
+     * loop is woken to dispatch it this round. */
+    if (dbus_connection_get_dispatch_status(view.conn) == DBUS_DISPATCH_DATA_REMAINS) cn_loop_wake(b->loop);
+    dbus_connection_unref(view.conn);
+    return have_pid && have_uid;
+}

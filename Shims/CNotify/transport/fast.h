@@ -1,0 +1,135 @@
+/*
+ * transport/fast.h: the same-host fast path (docs/PROTOCOL.md "Fast path"), one section per file.
+ * A post goes on the bus as always, and also straight from the poster to each process on this
+ * host that announced, over the bus, an endpoint observing the post's bucket: one Unix seqpacket
+ * connection per poster and observer, authenticated by the kernel (SO_PEERCRED) and checked
+ * against what the bus says about the announcing connection. The receiver delivers whichever copy
+ * comes first and drops the other. The bus stays the control plane: discovery, credentials, the
+ * order barrier (Sync), departures (NameOwnerChanged), and every foreign client.
+ *
+ * Layer: transport/, beside the bus transport, which it wraps: it calls bus.h's functions, and
+ * the bus reaches it only through the cn_bus_fast_hooks table it is handed. Below center/, which
+ * sees a cn_transport. Only files of this folder include it.
+ *
+ * Order of the files (each calls only those before it, and the bus files): fast_wire,
+ * fast_endpoint, fast_peers, fast_transport.
+ */
+#ifndef CNOTIFY_FAST_H
+#define CNOTIFY_FAST_H
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include "bus.h"
+
+/* ---- fast_wire.c: endpoint tokens, addresses and frames (PROTOCOL.md "Fast path") ---- */
+#define CN_FAST_TOKEN_LEN 32            /* an endpoint token: 32 lowercase hex digits */
+#define CN_FAST_FRAME_MAX (24 + CNOTIFY_NAME_MAX)
+enum { CN_FAST_HELLO = 1, CN_FAST_POST = 2, CN_FAST_SYNC = 3 };
+/* A frame as read: `name` (POST) or `unique_name` (HELLO) point into the caller's buffer. */
+typedef struct cn_fast_frame {
+    int type;
+    uint64_t origin, token;             /* HELLO (both), SYNC (token) */
+    const char *unique_name;            /* HELLO: the poster's unique name on the bus */
+    uint64_t seq;                       /* POST */
+    const char *name;                   /* POST */
+} cn_fast_frame;
+int cn_fast_token_new(char out[CN_FAST_TOKEN_LEN + 1]);
+int cn_fast_token_valid(const char *token);
+/* The abstract socket address of a token ("\0darwin-notify/fp/<token>"); its length into *len. */
+void cn_fast_address(const char *token, struct sockaddr_un *out, socklen_t *len);
+size_t cn_fast_hello(uint64_t origin, uint64_t token, const char *unique_name, unsigned char *out, size_t cap);
+size_t cn_fast_post(const char *name, uint64_t seq, unsigned char *out, size_t cap);
+size_t cn_fast_sync(uint64_t token, unsigned char *out, size_t cap);
+/* `buf` holds `len` bytes and room for one more. 0 and the frame, or -1 for anything malformed. */
+int cn_fast_parse(unsigned char *buf, size_t len, cn_fast_frame *out);
+unsigned cn_fast_bucket(const char *name);
+static inline int cn_fast_bit(const unsigned char *bitmap, unsigned bucket) { return bitmap[bucket >> 3] >> (bucket & 7) & 1; }
+
+/* Caps: past them a name falls back to the bus, nothing fails (PROTOCOL.md "Fast path", limits). */
+#define CN_FAST_PEERS_MAX 1024          /* endpoints a poster keeps connections to */
+#define CN_FAST_POSTERS_MAX 1024        /* connections an endpoint keeps from posters */
+#define CN_FAST_QUERIES_MAX 1024        /* queries answered one by one in a round (then one broadcast) */
+#define CN_FAST_RETRY_MS 1000           /* after a failed or dropped connection */
+#define CN_FAST_STALL_MS 50             /* a poster waits at most this for room at an observer that is behind */
+
+/* What the fast path's epoll set hands back: the first member of each record it polls. */
+enum { CN_FAST_FD_LISTEN, CN_FAST_FD_POSTER, CN_FAST_FD_PEER };
+typedef struct cn_fast_fd {
+    int fd;
+    int kind;
+} cn_fast_fd;
+
+typedef struct cn_fast cn_fast;
+
+/* ---- fast_endpoint.c: the observer's side (loop thread, but the counts: endpoint.lock) ---- */
+typedef struct cn_fast_poster cn_fast_poster;
+typedef struct cn_fast_endpoint {
+    pthread_mutex_t lock;               /* counts, wildcards, announce_due (a leaf) */
+    unsigned counts[CN_BUCKET_MASK + 1];/* subscriptions per bucket */
+    unsigned wildcards;                 /* namespace subscriptions: every bucket */
+    int announce_due;                   /* the buckets changed: broadcast them at the next round */
+    /* loop thread only: */
+    cn_fast_fd listen;                  /* fd -1 until the first subscription */
+    char token[CN_FAST_TOKEN_LEN + 1];
+    cn_fast_poster **posters;           /* connections from posters, and the records of posters */
+    size_t nposters, capposters;
+    cn_map by_sender;                   /* unique name -> its record (verified, or made by its Sync) */
+    char **queries;                     /* who asked (Query) since the last round */
+    size_t nqueries, capqueries;
+    int broadcast_answer;
+} cn_fast_endpoint;
+void cn_endpoint_init(cn_fast_endpoint *e);
+void cn_endpoint_free(cn_fast *f);
+void cn_endpoint_subscribed(cn_fast *f, const char *key, cn_key_kind kind, int delta);
+void cn_endpoint_reset_counts(cn_fast *f);
+void cn_endpoint_prepare(cn_fast *f);
+void cn_endpoint_handle(cn_fast *f, cn_fast_fd *io, uint32_t events);
+void cn_endpoint_sync(cn_fast *f, const char *sender, uint64_t token);
+void cn_endpoint_query(cn_fast *f, const char *sender);
+/* A post that came by the bus: 1 if its fast copy was delivered already (drop it). */
+int cn_endpoint_seen(cn_fast *f, const cn_received_post *post);
+void cn_endpoint_sender_gone(cn_fast *f, const char *unique);
+void cn_endpoint_disconnected(cn_fast *f);
+
+/* ---- fast_peers.c: the poster's side ---- */
+typedef struct cn_fast_peer cn_fast_peer;
+typedef struct cn_fast_peers {
+    pthread_mutex_t lock;               /* the table; around a post's copies and a connection's Sync */
+    cn_fast_peer **peers;
+    size_t npeers, cap;
+    _Atomic uint64_t origin;            /* the center's, from its first post: 0 until it posts */
+    _Atomic int query_due;              /* ask every endpoint at the next round */
+    _Atomic int behind;                 /* peers whose socket had no room for a post (they await a SYNC) */
+} cn_fast_peers;
+void cn_peers_init(cn_fast_peers *p);
+void cn_peers_free(cn_fast *f);
+/* Any thread, the outbox's lock held: the post to every connected peer observing its bucket,
+ * then on the bus (unless `direct_only` and every such peer took it), all under peers.lock. */
+uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only);
+int cn_peers_is_ready(const cn_fast_peer *peer);
+/* Any thread, no lock held: waits, at most CN_FAST_STALL_MS from when it fell behind, until every
+ * peer that is behind has room again. */
+void cn_peers_await_room(cn_fast *f);
+/* Loop thread. */
+void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const unsigned char *bitmap);
+void cn_peers_gone(cn_fast *f, const char *unique);
+void cn_peers_disconnected(cn_fast *f);
+void cn_peers_prepare(cn_fast *f, int *timeout_ms);
+void cn_peers_handle(cn_fast *f, cn_fast_fd *io);
+
+/* ---- fast_transport.c: the fast path as a transport around the bus ---- */
+struct cn_fast {
+    cn_transport base;                  /* first: a cn_fast is a cn_transport */
+    cn_transport *bus;                  /* the bus transport it wraps (owned) */
+    cn_bus *bus_impl;                   /* the same, for bus.h's functions */
+    cn_transport_events up;             /* the center's */
+    cn_loop *loop;
+    int epoll_fd;                       /* every descriptor of the fast path: one for the loop */
+    _Atomic int source_added;
+    _Atomic int enabled;                /* CNOTIFY_FAST_PATH_OFF, _ON or _DIRECT */
+    cn_fast_endpoint endpoint;
+    cn_fast_peers peers;
+    _Atomic uint64_t fast_sent, fast_delivered, duplicates, fallbacks, refused, bus_skipped;
+};
+
+#endif

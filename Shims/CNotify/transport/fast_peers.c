@@ -1,0 +1,336 @@
+/*
+ * fast_peers.c: the poster's side of the fast path. Every Endpoint announcement is noted (its
+ * token and buckets, per bus connection); once this center has posted, it connects to each
+ * endpoint observing something, checks that the process listening there is the one the bus says
+ * made the announcement (SO_PEERCRED against GetConnectionCredentials: nobody can pass another's
+ * socket off as theirs), says who it is (HELLO), and sends the Sync barrier on the bus. From then
+ * on each post goes to the peers observing its bucket too, from the posting thread, never
+ * waiting: a peer whose socket is full (it does not read) loses its connection, and has the bus
+ * copy, until it is connected again after CN_FAST_RETRY_MS.
+ *
+ * peers.lock is taken with the outbox's lock held, around a post's direct copies and its bus
+ * copy, and around a connection's Sync: that is the order barrier (PROTOCOL.md "Fast path"). No
+ * lock is held while connecting or asking the bus.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include "fast.h"
+
+enum { K_KNOWN, K_READY };
+
+struct cn_fast_peer {
+    cn_fast_fd io;                      /* first: the epoll tag; fd -1 while not connected */
+    int state;
+    char unique[256];
+    char token[CN_FAST_TOKEN_LEN + 1];
+    unsigned char bitmap[CN_FAST_BITMAP_BYTES];
+    int observes;                       /* any bit set */
+    uid_t uid;                          /* the listener's, from the kernel */
+    uint64_t retry_at;                  /* ms; 0: connect at the next round */
+    uint64_t behind_since;              /* ms: its socket had no room for a post; 0: keeping up */
+};
+
+void cn_peers_init(cn_fast_peers *p) {
+    memset(p, 0, sizeof *p);
+    pthread_mutex_init(&p->lock, NULL);
+}
+
+static void disconnect_locked(cn_fast *f, cn_fast_peer *peer, uint64_t retry_at) {
+    assert(cn_mutex_is_held(&f->peers.lock));
+    if (peer->behind_since) atomic_fetch_sub(&f->peers.behind, 1);
+    peer->behind_since = 0;
+    if (peer->io.fd >= 0) {
+        epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, peer->io.fd, NULL);
+        close(peer->io.fd);
+        peer->io.fd = -1;
+    }
+    peer->state = K_KNOWN;
+    peer->retry_at = retry_at;
+}
+
+static void remove_locked(cn_fast *f, size_t i) {
+    cn_fast_peers *p = &f->peers;
+    assert(cn_mutex_is_held(&p->lock));
+    disconnect_locked(f, p->peers[i], 0);
+    free(p->peers[i]);
+    p->peers[i] = p->peers[--p->npeers];
+}
+
+void cn_peers_free(cn_fast *f) {
+    cn_fast_peers *p = &f->peers;
+    pthread_mutex_lock(&p->lock);
+    while (p->npeers) remove_locked(f, p->npeers - 1);
+    pthread_mutex_unlock(&p->lock);
+    free(p->peers);
+    pthread_mutex_destroy(&p->lock);
+}
+
+static cn_fast_peer *find_locked(cn_fast_peers *p, const char *unique, size_t *index) {
+    assert(cn_mutex_is_held(&p->lock));
+    for (size_t i = 0; i < p->npeers; i++)
+        if (strcmp(p->peers[i]->unique, unique) == 0) {
+            if (index) *index = i;
+            return p->peers[i];
+        }
+    return NULL;
+}
+
+void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const unsigned char *bitmap) {
+    cn_fast_peers *p = &f->peers;
+    if (!cn_fast_token_valid(token) || strlen(sender) >= 256) {
+        atomic_fetch_add(&f->refused, 1); /* not one of our tokens: no socket of anyone's is named */
+        return;
+    }
+    int observes = 0;
+    for (size_t i = 0; i < CN_FAST_BITMAP_BYTES && !observes; i++) observes = bitmap[i] != 0;
+    pthread_mutex_lock(&p->lock);
+    cn_fast_peer *peer = find_locked(p, sender, NULL);
+    if (!peer && p->npeers < CN_FAST_PEERS_MAX) { /* past the cap: that observer has the bus copies */
+        if (p->npeers == p->cap) {
+            size_t cap = p->cap ? 2 * p->cap : 16;
+            cn_fast_peer **list = realloc(p->peers, cap * sizeof *list);
+            if (list) { p->peers = list; p->cap = cap; }
+        }
+        if (p->npeers < p->cap && (peer = calloc(1, sizeof *peer))) {
+            peer->io.fd = -1;
+            peer->io.kind = CN_FAST_FD_PEER;
+            snprintf(peer->unique, sizeof peer->unique, "%s", sender);
+            p->peers[p->npeers++] = peer;
+        }
+    }
+    if (peer) {
+        if (strcmp(peer->token, token) != 0) { /* a new endpoint of that connection */
+            disconnect_locked(f, peer, 0);
+            memcpy(peer->token, token, sizeof peer->token);
+        }
+        /* Buckets it did not observe: their posts went by the bus alone until now, and a direct
+         * copy of the next could overtake them. A new connection brings a new barrier (Sync). */
+        int gained = 0;
+        for (size_t i = 0; i < CN_FAST_BITMAP_BYTES && !gained; i++) gained = (bitmap[i] & ~peer->bitmap[i]) != 0;
+        if (gained && peer->state == K_READY) disconnect_locked(f, peer, 0);
+        memcpy(peer->bitmap, bitmap, CN_FAST_BITMAP_BYTES);
+        peer->observes = observes;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+void cn_peers_gone(cn_fast *f, const char *unique) {
+    cn_fast_peers *p = &f->peers;
+    pthread_mutex_lock(&p->lock);
+    size_t i;
+    if (find_locked(p, unique, &i)) remove_locked(f, i);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void cn_peers_disconnected(cn_fast *f) {
+    cn_fast_peers *p = &f->peers;
+    pthread_mutex_lock(&p->lock);
+    while (p->npeers) remove_locked(f, p->npeers - 1);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void cn_peers_handle(cn_fast *f, cn_fast_fd *io) {
+    /* An endpoint never writes: readable is its hang-up. */
+    pthread_mutex_lock(&f->peers.lock);
+    disconnect_locked(f, (cn_fast_peer *)io, cn_now_ms() + CN_FAST_RETRY_MS);
+    pthread_mutex_unlock(&f->peers.lock);
+}
+
+/* Connects to the endpoint `token` of `unique`, checks who listens there and says HELLO; returns
+ * the connected descriptor, the listener's uid and the HELLO's sync token, or -1. No lock held. */
+static int connect_peer(cn_fast *f, const char *unique, const char *token, uint64_t origin, uid_t *uid,
+                        uint64_t *token_out) {
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_un sa;
+    socklen_t len;
+    cn_fast_address(token, &sa, &len);
+    struct ucred cred;
+    socklen_t clen = sizeof cred;
+    pid_t bus_pid;
+    uid_t bus_uid;
+    char own[256];
+    uint64_t sync_token = 0;
+    unsigned char frame[CN_FAST_FRAME_MAX];
+    size_t n;
+    if (connect(fd, (struct sockaddr *)&sa, len) != 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0)
+        goto fail;
+    if (!cn_bus_fast_credentials(f->bus_impl, unique, &bus_pid, &bus_uid) || bus_pid != cred.pid || bus_uid != cred.uid) {
+        atomic_fetch_add(&f->refused, 1); /* the socket is another process's: never posted to */
+        goto fail;
+    }
+    while (sync_token == 0)
+        if (getrandom(&sync_token, sizeof sync_token, 0) != (ssize_t)sizeof sync_token) goto fail;
+    if (!cn_bus_fast_unique_name(f->bus_impl, own) || !(n = cn_fast_hello(origin, sync_token, own, frame, sizeof frame))
+        || send(fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)n)
+        goto fail;
+    *uid = cred.uid;
+    *token_out = sync_token;
+    return fd;
+fail:
+    close(fd);
+    return -1;
+}
+
+void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
+    cn_fast_peers *p = &f->peers;
+    uint64_t origin = atomic_load(&p->origin);
+    if (!origin || !atomic_load(&f->enabled)) return; /* connections are made for posting only */
+    if (atomic_exchange(&p->query_due, 0)) cn_bus_fast_query(f->bus_impl);
+    uint64_t now = cn_now_ms();
+    for (;;) { /* one peer at a time, the lock dropped while connecting */
+        char unique[256], token[CN_FAST_TOKEN_LEN + 1];
+        int found = 0;
+        pthread_mutex_lock(&p->lock);
+        for (size_t i = 0; i < p->npeers && !found; i++) {
+            cn_fast_peer *peer = p->peers[i];
+            if (peer->state != K_KNOWN || !peer->observes || peer->retry_at == UINT64_MAX) continue;
+            if (peer->retry_at > now) {
+                int left = (int)(peer->retry_at - now);
+                if (*timeout_ms < 0 || left < *timeout_ms) *timeout_ms = left;
+                continue;
+            }
+            memcpy(unique, peer->unique, sizeof unique);
+            memcpy(token, peer->token, sizeof token);
+            peer->retry_at = UINT64_MAX; /* being connected */
+            found = 1;
+        }
+        pthread_mutex_unlock(&p->lock);
+        if (!found) return;
+        uid_t uid = 0;
+        uint64_t sync_token = 0;
+        int fd = connect_peer(f, unique, token, origin, &uid, &sync_token);
+        pthread_mutex_lock(&p->lock);
+        cn_fast_peer *peer = find_locked(p, unique, NULL);
+        struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+        if (peer) ev.data.ptr = &peer->io;
+        /* The barrier, sent with the lock held: a post takes the lock around its direct copies
+         * and its bus copy (cn_peers_post), so every post that went by the bus alone is on the
+         * bus before the Sync, and every post after it has its direct copy too. */
+        if (peer && fd >= 0 && strcmp(peer->token, token) == 0 && epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0
+            && cn_bus_fast_sync(f->bus_impl, unique, sync_token) == NOTIFY_STATUS_OK) {
+            peer->io.fd = fd;
+            peer->uid = uid;
+            peer->state = K_READY;
+            peer->retry_at = 0;
+        } else {
+            if (peer && fd >= 0) epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+            if (fd >= 0) close(fd);
+            if (peer && peer->retry_at == UINT64_MAX) peer->retry_at = now + CN_FAST_RETRY_MS;
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
+}
+
+/* A peer that fell behind: a SYNC frame and its Sync on the bus, behind the bus copies of the
+ * posts it missed, so that no direct copy overtakes them; 1 once sent. Past CN_FAST_STALL_MS with
+ * no room, the connection is dropped (the observer has the bus copies) and made again later. */
+static int resync_locked(cn_fast *f, cn_fast_peer *peer) {
+    assert(cn_mutex_is_held(&f->peers.lock));
+    uint64_t token = 0;
+    unsigned char frame[64];
+    while (token == 0)
+        if (getrandom(&token, sizeof token, GRND_NONBLOCK) != (ssize_t)sizeof token) token = cn_now_ms() ^ (uintptr_t)peer;
+    size_t n = cn_fast_sync(token, frame, sizeof frame);
+    if (send(peer->io.fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n
+        && cn_bus_fast_sync(f->bus_impl, peer->unique, token) == NOTIFY_STATUS_OK) {
+        atomic_fetch_sub(&f->peers.behind, 1);
+        peer->behind_since = 0;
+        return 1;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        atomic_fetch_add(&f->fallbacks, 1);
+        disconnect_locked(f, peer, cn_now_ms() + CN_FAST_RETRY_MS);
+    } else if (cn_now_ms() - peer->behind_since >= CN_FAST_STALL_MS) {
+        atomic_fetch_add(&f->fallbacks, 1); /* it does not read: the bus copies from now on */
+        disconnect_locked(f, peer, cn_now_ms() + CN_FAST_RETRY_MS);
+    }
+    return 0;
+}
+
+void cn_peers_await_room(cn_fast *f) {
+    cn_fast_peers *p = &f->peers;
+    if (atomic_load_explicit(&p->behind, memory_order_relaxed) == 0) return; /* the usual case: one load */
+    struct pollfd fds[64];
+    nfds_t n = 0;
+    uint64_t deadline = UINT64_MAX;
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = 0; i < p->npeers && n < 64; i++) {
+        cn_fast_peer *peer = p->peers[i];
+        if (peer->state != K_READY || !peer->behind_since) continue;
+        fds[n++] = (struct pollfd){ .fd = peer->io.fd, .events = POLLOUT };
+        if (peer->behind_since + CN_FAST_STALL_MS < deadline) deadline = peer->behind_since + CN_FAST_STALL_MS;
+    }
+    pthread_mutex_unlock(&p->lock);
+    /* No lock held: a descriptor closed meanwhile only ends the wait early. */
+    for (uint64_t now = cn_now_ms(); n && now < deadline; now = cn_now_ms()) {
+        if (poll(fds, n, (int)(deadline - now)) <= 0) return;
+        int all = 1;
+        for (nfds_t i = 0; i < n; i++) all &= (fds[i].revents & (POLLOUT | POLLERR | POLLHUP | POLLNVAL)) != 0;
+        if (all) return;
+    }
+}
+
+uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only) {
+    cn_fast_peers *p = &f->peers;
+    int sent = 0, failed = 0;
+    uint64_t known = atomic_load(&p->origin);
+    if (known != post->origin) {
+        /* The first post: discovery starts now. A new origin (PROTOCOL.md "Origins"): every
+         * connection is made again, so that each endpoint learns it from a HELLO. */
+        atomic_store(&p->origin, post->origin);
+        if (known) cn_peers_disconnected(f);
+        atomic_store(&p->query_due, 1);
+        cn_loop_wake(f->loop);
+    }
+    unsigned bucket = cn_fast_bucket(post->name);
+    uid_t owner = 0;
+    int restricted = cn_restricted_uid(post->name, &owner) > 0;
+    unsigned char frame[CN_FAST_FRAME_MAX];
+    size_t n = cn_fast_post(post->name, post->seq, frame, sizeof frame);
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = 0; n && i < p->npeers; i++) {
+        cn_fast_peer *peer = p->peers[i];
+        if (peer->state != K_READY || !cn_fast_bit(peer->bitmap, bucket)) continue;
+        /* user.uid.N: to N's processes (and root's) only, as no other may need it. */
+        if (restricted && peer->uid != owner && peer->uid != 0) continue;
+        if (peer->behind_since && !resync_locked(f, peer)) { /* still no room: the bus copy */
+            failed++;
+            continue;
+        }
+        if (send(peer->io.fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n) {
+            atomic_fetch_add(&f->fast_sent, 1);
+            sent++;
+            continue;
+        }
+        failed++;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            /* No room (it reads slower than we post): this post takes the bus, and the next
+             * direct one waits behind a new barrier (resync_locked); the poster waits for room
+             * at most CN_FAST_STALL_MS, no lock held (cn_peers_await_room). */
+            peer->behind_since = cn_now_ms();
+            atomic_fetch_add(&p->behind, 1);
+        } else { /* gone */
+            atomic_fetch_add(&f->fallbacks, 1);
+            disconnect_locked(f, peer, cn_now_ms() + CN_FAST_RETRY_MS);
+        }
+    }
+    /* Then the bus copy, still under the lock (see cn_peers_prepare's Sync). Direct only (opted
+     * into): none once the post reached an observer directly and none missed it. Foreign
+     * clients, and observers not connected yet, do not get it: the cost of the opt-in. A miss
+     * sends it on the bus, behind the direct copies, which the observer reads first
+     * (fast_endpoint.c), so nothing this center is connected to loses it. */
+    uint32_t st = NOTIFY_STATUS_OK;
+    if (direct_only && sent > 0 && failed == 0) atomic_fetch_add(&f->bus_skipped, 1);
+    else st = f->bus->ops->send(f->bus, post);
+    pthread_mutex_unlock(&p->lock);
+    return st;
+}
+
+int cn_peers_is_ready(const cn_fast_peer *peer) { return peer->state == K_READY; }

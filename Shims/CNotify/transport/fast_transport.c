@@ -1,0 +1,237 @@
+/*
+ * fast_transport.c: the fast path as a transport (transport.h) around the bus transport. Every
+ * operation is the bus's, and besides: a post also goes to the peers that observe it
+ * (fast_peers.c); a subscription also counts in the endpoint's buckets (fast_endpoint.c); a post
+ * the bus brings that came by the fast path already is dropped; the bus's Endpoint, Query, Sync
+ * and departures reach the two sides through the hooks it hands the bus (bus_fastpath.c). Its
+ * descriptors are one epoll set, one source of the center's loop.
+ *
+ * On by default; DARWIN_NOTIFY_FAST_PATH=0 in the environment, or CNotify_center_set_fast_path,
+ * turns it off (posts then take the bus alone, as before 0.5).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+#include "fast.h"
+
+static cn_fast *fast_of(cn_transport *t) { return (cn_fast *)t; }
+
+/* ---- the bus's events, on their way up to the center ---- */
+
+static void on_post_arrived(void *ctx, const cn_received_post *post) {
+    cn_fast *f = ctx;
+    if (cn_endpoint_seen(f, post)) { /* its fast copy was delivered already */
+        atomic_fetch_add(&f->duplicates, 1);
+        return;
+    }
+    f->up.post_arrived(f->up.ctx, post);
+}
+static void on_post_rejected(void *ctx) { cn_fast *f = ctx; f->up.post_rejected(f->up.ctx); }
+static void on_distributed_arrived(void *ctx, const cn_received_distributed *post) {
+    cn_fast *f = ctx;
+    f->up.distributed_arrived(f->up.ctx, post);
+}
+static void on_distributed_dropped(void *ctx) { cn_fast *f = ctx; f->up.distributed_dropped(f->up.ctx); }
+
+static void on_connected(void *ctx, uint64_t gen, int again) {
+    cn_fast *f = ctx;
+    cn_bus_fast_rules(f->bus_impl, gen);
+    /* The center adds every subscription again (subscribe_now): the buckets are counted anew. */
+    if (again) cn_endpoint_reset_counts(f);
+    atomic_store(&f->peers.query_due, 1);
+    f->up.connected(f->up.ctx, gen, again);
+}
+
+static void on_disconnected(void *ctx) {
+    cn_fast *f = ctx;
+    if (cn_loop_on_thread(f->loop)) { /* else the first start failed: nothing was made */
+        cn_peers_disconnected(f);
+        cn_endpoint_disconnected(f);
+    }
+    f->up.disconnected(f->up.ctx);
+}
+
+/* ---- the bus's fast-path signals (bus_fastpath.c), loop thread ---- */
+
+static void hook_endpoint(void *ctx, const char *sender, const char *token, const unsigned char *bitmap) {
+    cn_peers_announced(ctx, sender, token, bitmap);
+}
+static void hook_query(void *ctx, const char *sender) { cn_endpoint_query(ctx, sender); }
+static void hook_sync(void *ctx, const char *sender, uint64_t token) { cn_endpoint_sync(ctx, sender, token); }
+static void hook_name_lost(void *ctx, const char *unique) {
+    cn_peers_gone(ctx, unique);
+    cn_endpoint_sender_gone(ctx, unique);
+}
+
+/* ---- the loop's source ---- */
+
+static size_t source_prepare(void *ctx, struct pollfd *fds, size_t cap, int *timeout_ms) {
+    cn_fast *f = ctx;
+    cn_endpoint_prepare(f);
+    cn_peers_prepare(f, timeout_ms);
+    if (cap == 0) return 0;
+    fds[0] = (struct pollfd){ .fd = f->epoll_fd, .events = POLLIN };
+    return 1;
+}
+
+static void source_handle(void *ctx, const struct pollfd *fds, size_t n) {
+    cn_fast *f = ctx;
+    if (n == 0 || !(fds[0].revents & POLLIN)) return;
+    struct epoll_event events[64];
+    int ready = epoll_wait(f->epoll_fd, events, 64, 0);
+    for (int i = 0; i < ready; i++) {
+        cn_fast_fd *io = events[i].data.ptr;
+        if (io->kind == CN_FAST_FD_PEER) cn_peers_handle(f, io);
+        else cn_endpoint_handle(f, io, events[i].events);
+        /* A descriptor closed by one of these is out of the set: later events of this batch
+         * name only records still alive (each close happens with its record's removal from
+         * epoll, and a freed record's events were fetched before: see below). */
+    }
+}
+
+static void source_stop(void *ctx) {
+    cn_fast *f = ctx;
+    cn_peers_disconnected(f);
+    cn_endpoint_disconnected(f);
+}
+
+/* ---- the operations ---- */
+
+static uint32_t fast_start(cn_transport *t) {
+    cn_fast *f = fast_of(t);
+    uint32_t st = f->bus->ops->start(f->bus);
+    if (st == NOTIFY_STATUS_OK && !atomic_exchange(&f->source_added, 1)) {
+        cn_loop_source source = { f, source_prepare, source_handle, source_stop };
+        if (cn_loop_add_source(f->loop, &source) != 0) atomic_store(&f->enabled, 0); /* the bus alone */
+        cn_loop_wake(f->loop);
+    }
+    return st;
+}
+static uint64_t fast_generation(cn_transport *t) { return fast_of(t)->bus->ops->generation(fast_of(t)->bus); }
+static uint32_t fast_ready(cn_transport *t) {
+    cn_fast *f = fast_of(t);
+    /* Direct only: an observer that is behind has no bus copy to fall back on, so a post waits
+     * for its room (bounded). By default the bus copy covers it, and the poster goes on at the
+     * bus's pace: the lagging observer is sent a barrier and direct copies again once it has room. */
+    if (atomic_load_explicit(&f->enabled, memory_order_relaxed) == CNOTIFY_FAST_PATH_DIRECT) cn_peers_await_room(f);
+    return f->bus->ops->ready(f->bus);
+}
+
+static uint32_t fast_send(cn_transport *t, const cn_outgoing_post *post) {
+    cn_fast *f = fast_of(t);
+    /* The direct copies first (they are what the observers of this host wait for), then the bus
+     * copy, for whoever the fast path does not reach: foreign clients, observers not connected
+     * yet, and any connected one that misses its direct copy. Each path keeps this poster's order
+     * and the observer delivers the first copy of each post, so either order of sending is safe;
+     * only while connected, so that a post the bus refuses reached nobody. */
+    int mode = atomic_load_explicit(&f->enabled, memory_order_relaxed);
+    if (mode == CNOTIFY_FAST_PATH_OFF || f->bus->ops->generation(f->bus) == 0) return f->bus->ops->send(f->bus, post);
+    return cn_peers_post(f, post, mode == CNOTIFY_FAST_PATH_DIRECT);
+}
+static uint32_t fast_send_distributed(cn_transport *t, const cn_outgoing_distributed *post) {
+    return fast_of(t)->bus->ops->send_distributed(fast_of(t)->bus, post);
+}
+static uint32_t fast_flush(cn_transport *t, int timeout_ms) { return fast_of(t)->bus->ops->flush(fast_of(t)->bus, timeout_ms); }
+
+static cn_rule_request *fast_subscribe_begin(cn_transport *t, const char *key, cn_key_kind kind, uint64_t gen) {
+    cn_fast *f = fast_of(t);
+    cn_endpoint_subscribed(f, key, kind, +1);
+    return f->bus->ops->subscribe_begin(f->bus, key, kind, gen);
+}
+static uint32_t fast_subscribe_finish(cn_transport *t, cn_rule_request *r, const char *key) {
+    return fast_of(t)->bus->ops->subscribe_finish(fast_of(t)->bus, r, key);
+}
+static void fast_subscribe_now(cn_transport *t, const char *key, cn_key_kind kind, uint64_t gen) {
+    cn_fast *f = fast_of(t);
+    cn_endpoint_subscribed(f, key, kind, +1);
+    f->bus->ops->subscribe_now(f->bus, key, kind, gen);
+}
+static void fast_unsubscribe(cn_transport *t, const char *key, cn_key_kind kind, uint64_t gen) {
+    cn_fast *f = fast_of(t);
+    cn_endpoint_subscribed(f, key, kind, -1);
+    f->bus->ops->unsubscribe(f->bus, key, kind, gen);
+}
+static const char *fast_address(cn_transport *t) { return fast_of(t)->bus->ops->address(fast_of(t)->bus); }
+
+static void fast_destroy(cn_transport *t) {
+    cn_fast *f = fast_of(t);
+    f->bus->ops->destroy(f->bus);
+    cn_peers_free(f);
+    cn_endpoint_free(f);
+    close(f->epoll_fd);
+    free(f);
+}
+
+static void fast_set_enabled(cn_transport *t, int enabled) {
+    cn_fast *f = fast_of(t);
+    int was = atomic_exchange(&f->enabled, enabled);
+    if (was && !enabled) {
+        /* Posts take the bus alone from now on, and when the fast path is on again every
+         * connection is made anew, each with its barrier (Sync) behind those bus-only posts. */
+        cn_peers_disconnected(f);
+    }
+    if (!was && enabled) atomic_store(&f->peers.query_due, 1);
+    cn_loop_wake(f->loop);
+}
+
+static void fast_stats(cn_transport *t, CNotify_fast_path_stats *out) {
+    cn_fast *f = fast_of(t);
+    out->enabled = atomic_load(&f->enabled);
+    out->sent = atomic_load(&f->fast_sent);
+    out->delivered = atomic_load(&f->fast_delivered);
+    out->duplicates = atomic_load(&f->duplicates);
+    out->fallbacks = atomic_load(&f->fallbacks);
+    out->refused = atomic_load(&f->refused);
+    out->bus_skipped = atomic_load(&f->bus_skipped);
+    pthread_mutex_lock(&f->peers.lock);
+    out->peers = 0;
+    for (size_t i = 0; i < f->peers.npeers; i++) out->peers += cn_peers_is_ready(f->peers.peers[i]);
+    pthread_mutex_unlock(&f->peers.lock);
+}
+
+static const cn_transport_ops fast_ops = {
+    .start = fast_start,
+    .generation = fast_generation,
+    .ready = fast_ready,
+    .send = fast_send,
+    .send_distributed = fast_send_distributed,
+    .flush = fast_flush,
+    .subscribe_begin = fast_subscribe_begin,
+    .subscribe_finish = fast_subscribe_finish,
+    .subscribe_now = fast_subscribe_now,
+    .unsubscribe = fast_unsubscribe,
+    .address = fast_address,
+    .destroy = fast_destroy,
+    .set_fast_path = fast_set_enabled,
+    .fast_path_stats = fast_stats,
+};
+
+cn_transport *cn_fast_transport_new(const char *spec, int resolved, cn_bus_kind kind, char *address, cn_loop *loop,
+                                    cn_transport_events up) {
+    cn_fast *f = calloc(1, sizeof *f);
+    if (!f) { free(address); return NULL; }
+    f->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    cn_transport_events down = { .ctx = f, .post_arrived = on_post_arrived, .post_rejected = on_post_rejected,
+                                 .distributed_arrived = on_distributed_arrived, .distributed_dropped = on_distributed_dropped,
+                                 .connected = on_connected, .disconnected = on_disconnected };
+    f->bus = f->epoll_fd >= 0 ? cn_bus_transport_new(spec, resolved, kind, address, loop, down) : NULL;
+    if (!f->bus) {
+        if (f->epoll_fd >= 0) close(f->epoll_fd);
+        else free(address);
+        free(f);
+        return NULL;
+    }
+    f->base.ops = &fast_ops;
+    f->bus_impl = (cn_bus *)f->bus; /* a cn_bus begins with its cn_transport (bus.h) */
+    f->up = up;
+    f->loop = loop;
+    const char *env = getenv("DARWIN_NOTIFY_FAST_PATH");
+    atomic_init(&f->enabled, !env ? CNOTIFY_FAST_PATH_ON : strcmp(env, "0") == 0 ? CNOTIFY_FAST_PATH_OFF
+                             : strcmp(env, "direct") == 0 ? CNOTIFY_FAST_PATH_DIRECT : CNOTIFY_FAST_PATH_ON);
+    cn_endpoint_init(&f->endpoint);
+    cn_peers_init(&f->peers);
+    cn_bus_fast_hooks hooks = { f, hook_endpoint, hook_query, hook_sync, hook_name_lost };
+    cn_bus_fast_set_hooks(f->bus_impl, &hooks);
+    return &f->base;
+}

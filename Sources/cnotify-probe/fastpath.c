@@ -1,0 +1,305 @@
+/*
+ * Probe roles for the fast-path tests (docs/PROTOCOL.md "Fast path"): a center driven line by line
+ * from stdin (fp-peer), and hostile peers written from PROTOCOL.md alone with raw libdbus and
+ * sockets: one that announces any token it is given (fp-announce), one that accepts connections
+ * and never reads (fp-deaf), and one that connects to an observer's endpoint and sends frames of
+ * its choosing, under its own name or another's (fp-forge). One line per event on stdout.
+ */
+#include <dbus/dbus.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <darwin_notify.h>
+#include "probe.h"
+
+static uint64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- fp-peer: a center driven from stdin ---- */
+
+static void peer_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
+    (void)observer; (void)object; (void)info;
+    CNotify_post_info post;
+    if (CNotify_center_current_post(c, &post) == NOTIFY_STATUS_OK && post.has_sequence)
+        out("got %s %llu", name, (unsigned long long)post.sequence);
+    else
+        out("got %s -", name);
+}
+
+static void print_stats(CNotify_center *c) {
+    CNotify_fast_path_stats f;
+    CNotify_stats s;
+    CNotify_center_get_fast_path_stats(c, &f);
+    CNotify_center_get_stats(c, &s);
+    out("stats enabled=%d peers=%llu sent=%llu fast_delivered=%llu duplicates=%llu fallbacks=%llu refused=%llu "
+        "bus_skipped=%llu delivered=%llu gaps=%llu rejected=%llu",
+        f.enabled, (unsigned long long)f.peers, (unsigned long long)f.sent, (unsigned long long)f.delivered,
+        (unsigned long long)f.duplicates, (unsigned long long)f.fallbacks, (unsigned long long)f.refused,
+        (unsigned long long)f.bus_skipped,
+        (unsigned long long)s.delivered, (unsigned long long)s.gaps, (unsigned long long)s.rejected);
+}
+
+/* fp-peer: commands on stdin, one per line, each answered on stdout:
+ *   observe NAME          -> "observing NAME"; then "got NAME SEQ" per delivery
+ *   post NAME N           -> posts N times; "posted NAME N us=ELAPSED"
+ *   alternate A B N K     -> posts A, B, A, B ... N pairs, the fast path off and on again every K
+ *                            pairs; "alternated N"
+ *   fast on|off|direct    -> "fast on|off|direct"
+ *   peers N               -> waits (posting nothing) up to 10 s for N connected peers; "peers P"
+ *   stats                 -> "stats enabled=… peers=… sent=… fast_delivered=… duplicates=…
+ *                            fallbacks=… refused=… delivered=… gaps=… rejected=…"
+ * Ends when stdin closes. */
+int cmd_fp_peer(int argc, char **argv) {
+    (void)argc; (void)argv;
+    CNotify_center *c = CNotify_center_get_darwin_notify_center();
+    char line[1024];
+    out("ready");
+    while (fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\n")] = '\0';
+        char a[600] = "", b[600] = "";
+        long n = 0, k = 0;
+        if (sscanf(line, "observe %599s", a) == 1) {
+            uint32_t st = CNotify_center_add_observer(c, c, peer_cb, a);
+            if (st) return fail("add_observer", st);
+            out("observing %s", a);
+        } else if (sscanf(line, "post %599s %ld", a, &n) == 2) {
+            uint64_t t0 = now_us();
+            for (long i = 0; i < n; i++) {
+                uint32_t st = CNotify_center_post(c, a);
+                if (st) return fail("post", st);
+            }
+            CNotify_center_flush(c, 5000);
+            out("posted %s %ld us=%llu", a, n, (unsigned long long)(now_us() - t0));
+        } else if (sscanf(line, "alternate %599s %599s %ld %ld", a, b, &n, &k) == 4) {
+            for (long i = 0; i < n; i++) {
+                if (k > 0 && i % k == 0) CNotify_center_set_fast_path(c, (int)((i / k) % 2 == 0));
+                if (CNotify_center_post(c, a) || CNotify_center_post(c, b)) return fail("post", NOTIFY_STATUS_FAILED);
+            }
+            CNotify_center_set_fast_path(c, 1);
+            CNotify_center_flush(c, 5000);
+            out("alternated %ld", n);
+        } else if (sscanf(line, "fast %599s", a) == 1) {
+            CNotify_center_set_fast_path(c, strcmp(a, "on") == 0 ? CNOTIFY_FAST_PATH_ON
+                                            : strcmp(a, "direct") == 0 ? CNOTIFY_FAST_PATH_DIRECT : CNOTIFY_FAST_PATH_OFF);
+            out("fast %s", a);
+        } else if (sscanf(line, "peers %ld", &n) == 1) {
+            CNotify_fast_path_stats f = {0};
+            for (int i = 0; i < 1000; i++) {
+                CNotify_center_get_fast_path_stats(c, &f);
+                if ((long)f.peers >= n) break;
+                struct timespec ts = { 0, 10000000 }; /* polling a counter the loop thread sets */
+                nanosleep(&ts, NULL);
+            }
+            out("peers %llu", (unsigned long long)f.peers);
+        } else if (strcmp(line, "stats") == 0) {
+            print_stats(c);
+        } else {
+            out("unknown command: %s", line);
+        }
+    }
+    return 0;
+}
+
+/* ---- hostile peers: raw libdbus and sockets, from PROTOCOL.md ---- */
+
+static DBusConnection *bus_connect(void) {
+    const char *address = getenv("DARWIN_NOTIFY_BUS");
+    DBusError err;
+    dbus_error_init(&err);
+    DBusConnection *conn = address ? dbus_connection_open_private(address, &err) : NULL;
+    if (conn && !dbus_bus_register(conn, &err)) { dbus_connection_close(conn); dbus_connection_unref(conn); conn = NULL; }
+    dbus_error_free(&err);
+    return conn;
+}
+
+static void announce(DBusConnection *conn, const char *token, const char *destination) {
+    unsigned char bitmap[512];
+    memset(bitmap, 0xff, sizeof bitmap); /* every bucket: the most interest one can claim */
+    const unsigned char *bp = bitmap;
+    dbus_uint32_t version = 1;
+    DBusMessage *m = dbus_message_new_signal("/org/darwinnotify", "org.darwinnotify.FastPath", "Endpoint");
+    if (destination) dbus_message_set_destination(m, destination);
+    dbus_message_append_args(m, DBUS_TYPE_STRING, &token, DBUS_TYPE_ARRAY, DBUS_TYPE_BYTE, &bp, 512, DBUS_TYPE_UINT32,
+                             &version, DBUS_TYPE_INVALID);
+    dbus_connection_send(conn, m, NULL);
+    dbus_message_unref(m);
+    dbus_connection_flush(conn);
+}
+
+/* Answers each Query with `token` until stdin closes, running `each` (may be NULL) per round. */
+static void serve(DBusConnection *conn, const char *token, void (*each)(void *), void *arg) {
+    dbus_bus_add_match(conn, "type='signal',interface='org.darwinnotify.FastPath',member='Query'", NULL);
+    dbus_connection_flush(conn);
+    for (;;) {
+        struct pollfd p = { .fd = 0, .events = POLLIN };
+        if (poll(&p, 1, 0) > 0) {
+            char buf[64];
+            if (read(0, buf, sizeof buf) <= 0) return;
+        }
+        dbus_connection_read_write(conn, 20);
+        DBusMessage *m;
+        while ((m = dbus_connection_pop_message(conn))) {
+            if (dbus_message_is_signal(m, "org.darwinnotify.FastPath", "Query")) announce(conn, token, dbus_message_get_sender(m));
+            dbus_message_unref(m);
+        }
+        if (each) each(arg);
+    }
+}
+
+static int first_endpoint(DBusConnection *conn, char token[64], char owner[256]);
+
+/* fp-announce TOKEN: announces TOKEN (any string: a path, an abstract name; "steal": the token of
+ * the first endpoint another process announces) for every bucket; "ready UNIQUE". */
+int cmd_fp_announce(int argc, char **argv) {
+    if (argc < 1) return fail("usage: fp-announce TOKEN", NOTIFY_STATUS_INVALID_REQUEST);
+    DBusConnection *conn = bus_connect();
+    if (!conn) return fail("connect", NOTIFY_STATUS_SERVER_NOT_FOUND);
+    char token[64], owner[256];
+    snprintf(token, sizeof token, "%s", argv[0]);
+    if (strcmp(argv[0], "steal") == 0 && first_endpoint(conn, token, owner) != 0) return fail("nothing to steal", NOTIFY_STATUS_FAILED);
+    announce(conn, token, NULL);
+    out("ready %s", dbus_bus_get_unique_name(conn));
+    serve(conn, token, NULL, NULL);
+    return 0;
+}
+
+static void random_token(char out[33]) {
+    unsigned char raw[16];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) memset(raw, 7, sizeof raw);
+    for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
+}
+
+static void abstract_address(const char *token, struct sockaddr_un *sa, socklen_t *len) {
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "darwin-notify/fp/%s", token);
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+typedef struct { int listen_fd; int accepted; } deaf_state;
+
+static void deaf_accept(void *arg) {
+    deaf_state *d = arg;
+    int fd;
+    while ((fd = accept(d->listen_fd, NULL, NULL)) >= 0) { /* kept open, never read */
+        d->accepted++;
+        out("accepted %d", d->accepted);
+    }
+}
+
+/* fp-deaf: a real endpoint for every bucket whose connections are accepted and never read. */
+int cmd_fp_deaf(int argc, char **argv) {
+    (void)argc; (void)argv;
+    DBusConnection *conn = bus_connect();
+    if (!conn) return fail("connect", NOTIFY_STATUS_SERVER_NOT_FOUND);
+    char token[33];
+    random_token(token);
+    deaf_state d = { socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0), 0 };
+    struct sockaddr_un sa;
+    socklen_t len;
+    abstract_address(token, &sa, &len);
+    if (d.listen_fd < 0 || bind(d.listen_fd, (struct sockaddr *)&sa, len) != 0 || listen(d.listen_fd, 16) != 0)
+        return fail("listen", NOTIFY_STATUS_FAILED);
+    announce(conn, token, NULL);
+    out("ready %s", dbus_bus_get_unique_name(conn));
+    serve(conn, token, deaf_accept, &d);
+    return 0;
+}
+
+static void put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
+
+/* A frame per PROTOCOL.md: type, version 1, two zero bytes, u32 text length, two u64, the text. */
+static size_t frame(unsigned char *out, int type, uint64_t a, uint64_t b, const char *text) {
+    size_t n = strlen(text);
+    out[0] = (unsigned char)type;
+    out[1] = 1;
+    out[2] = out[3] = 0;
+    for (int i = 0; i < 4; i++) out[4 + i] = (unsigned char)(n >> (8 * i));
+    put64(out + 8, a);
+    put64(out + 16, b);
+    memcpy(out + 24, text, n);
+    return 24 + n;
+}
+
+/* Asks for endpoints (Query) and takes the first one announced: its token and its owner. */
+static int first_endpoint(DBusConnection *conn, char token[64], char owner[256]) {
+    dbus_bus_add_match(conn, "type='signal',interface='org.darwinnotify.FastPath',member='Endpoint'", NULL);
+    DBusMessage *q = dbus_message_new_signal("/org/darwinnotify", "org.darwinnotify.FastPath", "Query");
+    dbus_uint32_t version = 1;
+    dbus_message_append_args(q, DBUS_TYPE_UINT32, &version, DBUS_TYPE_INVALID);
+    dbus_connection_send(conn, q, NULL);
+    dbus_message_unref(q);
+    token[0] = '\0';
+    while (!token[0] && dbus_connection_read_write(conn, 10000)) {
+        DBusMessage *m;
+        while (!token[0] && (m = dbus_connection_pop_message(conn))) {
+            const char *t;
+            const unsigned char *bits;
+            int nbits;
+            dbus_uint32_t v;
+            if (dbus_message_is_signal(m, "org.darwinnotify.FastPath", "Endpoint")
+                && dbus_message_get_args(m, NULL, DBUS_TYPE_STRING, &t, DBUS_TYPE_ARRAY, DBUS_TYPE_BYTE, &bits, &nbits,
+                                         DBUS_TYPE_UINT32, &v, DBUS_TYPE_INVALID)) {
+                snprintf(token, 64, "%s", t);
+                snprintf(owner, 256, "%s", dbus_message_get_sender(m));
+            }
+            dbus_message_unref(m);
+        }
+    }
+    return token[0] ? 0 : -1;
+}
+
+/* fp-forge CLAIM NAME...: asks for endpoints (Query), takes the first one announced, connects to
+ * it, says HELLO as CLAIM ("-": its own unique name), sends the Sync on the bus, then one POST of
+ * each NAME (seq 1), and a frame that is no frame at all; "sent N" (or "refused" if the endpoint
+ * hung up); idles until stdin closes. */
+int cmd_fp_forge(int argc, char **argv) {
+    if (argc < 2) return fail("usage: fp-forge CLAIM NAME...", NOTIFY_STATUS_INVALID_REQUEST);
+    DBusConnection *conn = bus_connect();
+    if (!conn) return fail("connect", NOTIFY_STATUS_SERVER_NOT_FOUND);
+    char token[64] = "", owner[256] = "";
+    if (first_endpoint(conn, token, owner) != 0) return fail("no endpoint announced", NOTIFY_STATUS_FAILED);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    struct sockaddr_un sa;
+    socklen_t len;
+    abstract_address(token, &sa, &len);
+    if (connect(fd, (struct sockaddr *)&sa, len) != 0) return fail("connect to the endpoint", NOTIFY_STATUS_FAILED);
+    const char *claim = strcmp(argv[0], "-") == 0 ? dbus_bus_get_unique_name(conn) : argv[0];
+    uint64_t sync = 0x5eed5eed5eed5eedull;
+    unsigned char buf[1024];
+    size_t n = frame(buf, 1, 0x0123456789abcdefull, sync, claim);
+    int sent = send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n;
+    DBusMessage *s = dbus_message_new_signal("/org/darwinnotify", "org.darwinnotify.FastPath", "Sync");
+    dbus_message_set_destination(s, owner);
+    dbus_uint64_t st = sync;
+    dbus_message_append_args(s, DBUS_TYPE_UINT64, &st, DBUS_TYPE_INVALID);
+    dbus_connection_send(conn, s, NULL);
+    dbus_message_unref(s);
+    dbus_connection_flush(conn);
+    int count = 0;
+    for (int i = 1; i < argc && sent; i++) {
+        n = frame(buf, 2, 1, 0, argv[i]);
+        if (send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n) count++;
+    }
+    out("sent %d to %s", count, owner);
+    /* Then garbage: a frame of an unknown type. The endpoint must hang up, nothing else. */
+    n = frame(buf, 9, 0, 0, "x");
+    send(fd, buf, n, MSG_NOSIGNAL);
+    char c;
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    /* 0, or ECONNRESET when it hung up on frames it had not read */
+    if (poll(&p, 1, 10000) > 0 && recv(fd, &c, 1, 0) <= 0) out("hung up");
+    serve(conn, "", NULL, NULL);
+    return 0;
+}

@@ -1,0 +1,251 @@
+import Foundation
+import Testing
+
+/// The same-host fast path (issue 23; docs/PROTOCOL.md "Fast path"): posts go straight from poster
+/// to observer, besides their bus copy, and every guarantee of the bus path holds.
+extension IntegrationSuites {
+    @Suite("Fast path", .serialized)
+    struct FastPathTests {
+        let bus: TestBus
+        init() throws { bus = try TestBus() }
+
+        /// A cnotify-probe fp-peer: a center driven line by line.
+        func peer(_ environment: [String: String] = [:]) throws -> ChildProcess {
+            let child = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment.merging(environment) { $1 }, stdin: true)
+            try child.waitForLine("ready")
+            return child
+        }
+
+        func command(_ child: ChildProcess, _ line: String, answer: (String) -> Bool) throws -> String {
+            try child.write(line + "\n")
+            return try child.waitForLine(timeout: 60, answer)
+        }
+
+        /// The fields of the last `stats` line.
+        func stats(_ child: ChildProcess) throws -> [String: UInt64] {
+            let before = child.lines.filter { $0.hasPrefix("stats ") }.count
+            try child.write("stats\n")
+            var line = ""
+            try repeatUntil("a stats line", action: {}, done: {
+                let all = child.lines.filter { $0.hasPrefix("stats ") }
+                if all.count > before { line = all.last! }
+                return all.count > before
+            })
+            var fields: [String: UInt64] = [:]
+            for part in line.split(separator: " ").dropFirst() {
+                let kv = part.split(separator: "=")
+                if kv.count == 2, let v = UInt64(kv[1]) { fields[String(kv[0])] = v }
+            }
+            return fields
+        }
+
+        /// Posts `name` once and waits until the poster is connected to `peers` observers.
+        func connect(_ poster: ChildProcess, _ name: String, peers: Int) throws {
+            _ = try command(poster, "post \(name) 1") { $0.hasPrefix("posted \(name) 1 ") }
+            var last: [String: UInt64] = [:]
+            do {
+                try repeatUntil("the poster to connect to \(peers) observers", action: {}, done: {
+                    last = (try? stats(poster)) ?? last
+                    return (last["peers"] ?? 0) >= UInt64(peers)
+                })
+            } catch {
+                throw TestFailure("\(error); its last counters: \(last)")
+            }
+        }
+
+        /// The sequence numbers an observer printed for `name`, in order.
+        func received(_ child: ChildProcess, _ name: String) -> [UInt64] {
+            child.lines.compactMap { line in
+                let parts = line.split(separator: " ")
+                guard parts.count == 3, parts[0] == "got", parts[1] == name[...] else { return nil }
+                return UInt64(parts[2])
+            }
+        }
+
+        @Test("on by default: each post delivered once, most by the fast path, its bus copy dropped; foreign monitors see every post; DARWIN_NOTIFY_FAST_PATH=0 turns it off")
+        func onByDefault() throws {
+            let monitor = try ChildProcess("notifyutil", ["--monitor", "--json"], environment: bus.environment)
+            defer { monitor.kill() }
+            try repeatUntil("the monitor to see a sentinel", action: { try notifyutilPost(["fp.sentinel"], bus: bus) },
+                            done: { monitor.stdout.contains("fp.sentinel") })
+            let observer = try peer()
+            _ = try command(observer, "observe fp.a") { $0 == "observing fp.a" }
+            let poster = try peer()
+            try connect(poster, "fp.a", peers: 1)
+            _ = try command(poster, "post fp.a 500") { $0.hasPrefix("posted fp.a 500 ") }
+            try observer.waitForLine(timeout: 60) { $0 == "got fp.a 501" }
+            #expect(received(observer, "fp.a") == Array(1...501), "each once, in order: \(observer.lines.suffix(5))")
+            // Every post sent directly has a second copy, the bus's, dropped whichever comes second
+            // (a post the observer's full socket had no room for went by the bus alone).
+            let sent = try stats(poster)
+            var seen: [String: UInt64] = [:]
+            try repeatUntil("the observer to drop the second copy of each post sent directly", action: {}, done: {
+                seen = (try? stats(observer)) ?? [:]
+                return (seen["duplicates"] ?? 0) >= sent["sent"]!
+            })
+            #expect(sent["sent"]! >= 250 && seen["fast_delivered"]! >= 250, "most directly: poster \(sent), observer \(seen)")
+            #expect(seen["duplicates"] == sent["sent"] && seen["gaps"] == 0 && seen["rejected"] == 0, "\(seen)")
+            try monitor.waitForLine(timeout: 30) { $0.contains("\"fp.a\"") && $0.contains("\"seq\":501") }
+            #expect(monitor.lines.filter { $0.contains("\"name\":\"fp.a\"") }.count == 501, "the bus carried every post")
+            // Off by the environment: the bus alone, and still each post once.
+            _ = try command(observer, "observe fp.off") { $0 == "observing fp.off" }
+            let plain = try peer(["DARWIN_NOTIFY_FAST_PATH": "0"])
+            _ = try command(plain, "post fp.off 50") { $0.hasPrefix("posted fp.off 50 ") }
+            try observer.waitForLine(timeout: 30) { $0 == "got fp.off 50" }
+            let off = try stats(plain)
+            #expect(off["enabled"] == 0 && off["sent"] == 0 && off["peers"] == 0, "\(off)")
+            #expect(received(observer, "fp.off") == Array(1...50))
+            for child in [observer, poster, plain] { child.closeStdin(); _ = try child.waitForExit() }
+        }
+
+        @Test("per-poster order across the fast path and the bus: posts alternating between two names stay alternating while the fast path goes off and on every 50 pairs")
+        func orderAcrossSwitches() throws {
+            let observer = try peer()
+            _ = try command(observer, "observe ord.a") { $0 == "observing ord.a" }
+            _ = try command(observer, "observe ord.b") { $0 == "observing ord.b" }
+            let poster = try peer()
+            try connect(poster, "ord.a", peers: 1)
+            _ = try command(poster, "alternate ord.a ord.b 3000 50") { $0 == "alternated 3000" }
+            try observer.waitForLine(timeout: 60) { $0 == "got ord.b 3000" }
+            let got = observer.lines.filter { $0.hasPrefix("got ord.") }.dropFirst() // the connecting post first
+            var expected: [String] = []
+            for i in 2...3001 { expected.append("got ord.a \(i)"); expected.append("got ord.b \(i - 1)") }
+            let firstDifference = zip(got, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+            #expect(Array(got) == expected, "first difference at \(firstDifference.map { "\($0): \(Array(got)[max(0, $0 - 4) ..< min(got.count, $0 + 8)])" } ?? "the end")")
+            let seen = try stats(observer)
+            #expect(seen["fast_delivered"]! > 0 && seen["gaps"] == 0, "\(seen)")
+            for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
+        }
+
+        @Test("direct only (opted into): connected observers get every post once and in order, the bus carries none of them, and a foreign monitor sees that cost")
+        func directOnly() throws {
+            let monitor = try ChildProcess("notifyutil", ["--monitor", "--json"], environment: bus.environment)
+            defer { monitor.kill() }
+            try repeatUntil("the monitor to see a sentinel", action: { try notifyutilPost(["fp.direct.sentinel"], bus: bus) },
+                            done: { monitor.stdout.contains("fp.direct.sentinel") })
+            let observer = try peer()
+            _ = try command(observer, "observe fp.direct") { $0 == "observing fp.direct" }
+            let poster = try peer(["DARWIN_NOTIFY_FAST_PATH": "direct"])
+            try connect(poster, "fp.direct", peers: 1)
+            _ = try command(poster, "post fp.direct 1000") { $0.hasPrefix("posted fp.direct 1000 ") }
+            try observer.waitForLine(timeout: 60) { $0 == "got fp.direct 1001" }
+            #expect(received(observer, "fp.direct") == Array(1...1001))
+            let sent = try stats(poster)
+            #expect(sent["enabled"] == 2 && sent["bus_skipped"]! >= 900, "\(sent)")
+            // The cost: the bus saw the posts made before the connection, not the direct ones.
+            try repeatUntil("the monitor to see a second sentinel", action: { try notifyutilPost(["fp.direct.sentinel"], bus: bus) },
+                            done: { monitor.lines.filter { $0.contains("fp.direct.sentinel") }.count >= 2 })
+            let onBus = monitor.lines.filter { $0.contains("\"name\":\"fp.direct\"") }.count
+            #expect(onBus == 1001 - Int(sent["bus_skipped"]!), "\(onBus) on the bus, \(sent)")
+            for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
+        }
+
+        @Test("an endpoint that accepts and never reads costs the poster its connection, not a wait or a post: the honest observer gets all 20,001")
+        func deafEndpoint() throws {
+            let deaf = try ChildProcess("cnotify-probe", ["fp-deaf"], environment: bus.environment, stdin: true)
+            defer { deaf.kill() }
+            _ = try deaf.waitForLine { $0.hasPrefix("ready ") }
+            let observer = try peer()
+            _ = try command(observer, "observe fp.deaf") { $0 == "observing fp.deaf" }
+            let poster = try peer()
+            try connect(poster, "fp.deaf", peers: 2)
+            try deaf.waitForLine { $0.hasPrefix("accepted ") }
+            _ = try command(poster, "post fp.deaf 20000") { $0.hasPrefix("posted fp.deaf 20000 ") }
+            try observer.waitForLine(timeout: 60) { $0 == "got fp.deaf 20001" }
+            #expect(received(observer, "fp.deaf") == Array(1...20001))
+            let sent = try stats(poster), seen = try stats(observer)
+            #expect(sent["fallbacks"]! >= 1, "the deaf endpoint's socket filled: \(sent)")
+            #expect(seen["gaps"] == 0 && seen["fast_delivered"]! > 0, "\(seen)")
+            for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
+        }
+
+        @Test("announcements are checked: another process's token under one's own name, a path, an abstract name of one's choosing are refused, and no socket but the observer's own is posted to")
+        func announcementsAreChecked() throws {
+            let observer = try peer()
+            _ = try command(observer, "observe fp.imp") { $0 == "observing fp.imp" }
+            let thief = try ChildProcess("cnotify-probe", ["fp-announce", "steal"], environment: bus.environment, stdin: true)
+            defer { thief.kill() }
+            _ = try thief.waitForLine { $0.hasPrefix("ready ") }
+            var liars: [ChildProcess] = []
+            defer { liars.forEach { $0.kill() } }
+            for token in ["../../../run/dbus/system_bus_socket", "/tmp/x", "@darwin-notify/fp/0", "0123456789ABCDEF0123456789ABCDEF", String(repeating: "a", count: 33)] {
+                let liar = try ChildProcess("cnotify-probe", ["fp-announce", token], environment: bus.environment, stdin: true)
+                _ = try liar.waitForLine { $0.hasPrefix("ready ") }
+                liars.append(liar)
+            }
+            let poster = try peer()
+            try connect(poster, "fp.imp", peers: 1)
+            _ = try command(poster, "post fp.imp 100") { $0.hasPrefix("posted fp.imp 100 ") }
+            try observer.waitForLine(timeout: 30) { $0 == "got fp.imp 101" }
+            #expect(received(observer, "fp.imp") == Array(1...101))
+            var sent: [String: UInt64] = [:]
+            try repeatUntil("the poster to refuse six announcements", action: {}, done: {
+                sent = (try? stats(poster)) ?? [:]
+                return (sent["refused"] ?? 0) >= 6
+            })
+            #expect(sent["peers"] == 1, "only the observer: \(sent)")
+            #expect(sent["refused"]! >= 6, "the stolen token (refused again at each retry) and five malformed ones: \(sent)")
+            for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
+        }
+
+        @Test("a poster's frames are the kernel's word: under another's name refused; a forged user.uid.N rejected while its plain post is delivered; garbage hangs up")
+        func forgedFrames() throws {
+            // Another user is needed (the kernel vouches for root's uid 0, which may post any
+            // user.uid.N): a bus that lets nobody connect, as a system bus does.
+            let system = try SystemLikeBus()
+            let env = ["DARWIN_NOTIFY_BUS": system.address, "DARWIN_NOTIFY_STATE_DIR": system.directory + "/state"]
+            let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: env, stdin: true)
+            defer { observer.kill() }
+            try observer.waitForLine("ready")
+            _ = try command(observer, "observe fp.forged") { $0 == "observing fp.forged" }
+            _ = try command(observer, "observe user.uid.4242.fp") { $0 == "observing user.uid.4242.fp" }
+            let forger = try ChildProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                                                               ChildProcess.productsDirectory + "/cnotify-probe", "fp-forge", "-",
+                                                               "user.uid.4242.fp", "fp.forged"],
+                                          environment: env, stdin: true)
+            defer { forger.kill() }
+            _ = try forger.waitForLine { $0.hasPrefix("sent 2 to ") }
+            try forger.waitForLine("hung up")
+            try observer.waitForLine { $0 == "got fp.forged 1" }
+            #expect(!observer.stdout.contains("user.uid.4242.fp 1"), "\(observer.lines)")
+            var seen = try stats(observer)
+            #expect(seen["rejected"]! >= 1 && seen["fast_delivered"]! >= 1, "\(seen)")
+            // Claiming another connection's unique name: the bus says it is another process.
+            let claimer = try ChildProcess("cnotify-probe", ["fp-forge", ":1.1", "fp.forged"], environment: env, stdin: true)
+            defer { claimer.kill() }
+            try claimer.waitForLine { $0.hasPrefix("sent ") }
+            try claimer.waitForLine("hung up")
+            seen = try stats(observer)
+            #expect(seen["refused"]! >= 2, "the claim and the garbage frame: \(seen)")
+            #expect(received(observer, "fp.forged") == [1], "\(observer.lines)")
+            observer.closeStdin()
+            _ = try observer.waitForExit()
+        }
+
+        @Test("an observer killed and started again, and a poster killed and started again: every post of the living is delivered once")
+        func crashesAndRestarts() throws {
+            var observer = try peer()
+            _ = try command(observer, "observe fp.crash") { $0 == "observing fp.crash" }
+            var poster = try peer()
+            try connect(poster, "fp.crash", peers: 1)
+            observer.kill()
+            _ = try observer.waitForExit()
+            _ = try command(poster, "post fp.crash 100") { $0.hasPrefix("posted fp.crash 100 ") } // into a dead endpoint
+            observer = try peer()
+            _ = try command(observer, "observe fp.crash") { $0 == "observing fp.crash" }
+            try connect(poster, "fp.crash", peers: 1)
+            _ = try command(poster, "post fp.crash 200") { $0.hasPrefix("posted fp.crash 200 ") }
+            try observer.waitForLine(timeout: 30) { $0 == "got fp.crash 302" }
+            #expect(received(observer, "fp.crash") == Array(102...302), "\(observer.lines.prefix(3))")
+            poster.kill()
+            _ = try poster.waitForExit()
+            poster = try peer()
+            try connect(poster, "fp.crash", peers: 1)
+            _ = try command(poster, "post fp.crash 100") { $0.hasPrefix("posted fp.crash 100 ") }
+            try observer.waitForLine(timeout: 30) { $0 == "got fp.crash 101" }
+            let all = received(observer, "fp.crash")
+            #expect(all == Array(102...302) + Array(1...101), "\(all.suffix(5))")
+            for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
+        }
+    }
+}
