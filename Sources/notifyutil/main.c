@@ -145,7 +145,8 @@ static uint64_t seq_of(char **names, int k) {
  * marshals, numbered and signed with an origin), with one difference that makes it quicker than
  * dbus-send: Hello goes out with the posts, not a round trip before them (dbus-daemon handles a
  * connection's messages in order, so the posts still follow Hello). Its reply is awaited once the
- * posts are written: a bus that refused us is reported, never taken for a delivery.
+ * posts are written (a bus that refused us is reported, never taken for a delivery), and then the
+ * reply to a call sent after the posts: the bus has handled them before the process exits.
  * Returns -1 when nothing was sent (the full tool then runs the same command line), else the exit
  * status. */
 static int post_directly(const char *bus, char **names, int count, long nap_ms) {
@@ -159,7 +160,8 @@ static int post_directly(const char *bus, char **names, int count, long nap_ms) 
     if (conn == NULL) return -1;
     dbus_connection_set_exit_on_disconnect(conn, FALSE);
     int result = -1, sent = 0;
-    DBusPendingCall *hello_reply = NULL;
+    DBusPendingCall *hello_reply = NULL, *barrier_reply = NULL;
+    DBusMessage *barrier = NULL;
     DBusMessage *hello = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS, "Hello");
     if (hello == NULL || !dbus_connection_send_with_reply(conn, hello, &hello_reply, DBUS_TIMEOUT_USE_DEFAULT) || hello_reply == NULL)
         goto out;
@@ -181,11 +183,29 @@ static int post_directly(const char *bus, char **names, int count, long nap_ms) 
             usleep((useconds_t)(nap_ms < 4000000 ? nap_ms : 4000000) * 1000);
         }
     }
+    /* Then one call to the bus, whose reply (any: even a policy's refusal) comes once the bus has
+     * handled everything sent before it: a process that exits as soon as its posts are written
+     * can leave them unread, and a bus that sees the hang-up first may drop them (dbus-broker
+     * did). */
+    barrier = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS, "GetId");
+    if (barrier != NULL) dbus_message_set_serial(barrier, (dbus_uint32_t)count + 2);
+    if (barrier == NULL || !dbus_connection_send_with_reply(conn, barrier, &barrier_reply, DBUS_TIMEOUT_USE_DEFAULT)
+        || barrier_reply == NULL)
+        goto failed;
     dbus_connection_flush(conn);
     dbus_pending_call_block(hello_reply);
     DBusMessage *reply = dbus_pending_call_steal_reply(hello_reply);
+    DBusMessage *handled = NULL;
     if (reply != NULL && dbus_message_get_type(reply) == DBUS_MESSAGE_TYPE_METHOD_RETURN) {
-        result = 0;
+        dbus_pending_call_block(barrier_reply);
+        handled = dbus_pending_call_steal_reply(barrier_reply);
+        result = handled != NULL ? 0 : 1;
+        if (!handled) {
+            fprintf(stderr, "notifyutil: -p ");
+            print_shown_name(stderr, names[count - 1]);
+            fprintf(stderr, ": %s: the bus at %s closed the connection before it took the posts\n",
+                    CNotify_status_string(NOTIFY_STATUS_FAILED), address);
+        }
     } else {
         const char *why = reply == NULL ? "the connection closed"
                           : dbus_message_get_error_name(reply) ? dbus_message_get_error_name(reply) : "an unexpected reply";
@@ -195,17 +215,20 @@ static int post_directly(const char *bus, char **names, int count, long nap_ms) 
         result = 1;
     }
     if (reply) dbus_message_unref(reply);
+    if (handled) dbus_message_unref(handled);
     goto out;
 failed:
     if (sent > 0) {
         fprintf(stderr, "notifyutil: -p ");
-        print_shown_name(stderr, names[sent]);
+        print_shown_name(stderr, names[sent < count ? sent : count - 1]);
         fprintf(stderr, ": %s: out of memory\n", CNotify_status_string(NOTIFY_STATUS_FAILED));
         result = 1;
     }
 out:
     if (hello) dbus_message_unref(hello);
     if (hello_reply) dbus_pending_call_unref(hello_reply);
+    if (barrier) dbus_message_unref(barrier);
+    if (barrier_reply) dbus_pending_call_unref(barrier_reply);
     dbus_connection_close(conn); /* a private connection: closed before its last unref */
     dbus_connection_unref(conn);
     return result;
