@@ -113,16 +113,6 @@ int cmd_fp_peer(int argc, char **argv) {
 
 /* ---- hostile peers: raw libdbus and sockets, from PROTOCOL.md ---- */
 
-static DBusConnection *bus_connect(void) {
-    const char *address = getenv("DARWIN_NOTIFY_BUS");
-    DBusError err;
-    dbus_error_init(&err);
-    DBusConnection *conn = address ? dbus_connection_open_private(address, &err) : NULL;
-    if (conn && !dbus_bus_register(conn, &err)) { dbus_connection_close(conn); dbus_connection_unref(conn); conn = NULL; }
-    dbus_error_free(&err);
-    return conn;
-}
-
 static void announce(DBusConnection *conn, const char *token, const char *destination) {
     unsigned char bitmap[512];
     memset(bitmap, 0xff, sizeof bitmap); /* every bucket: the most interest one can claim */
@@ -163,7 +153,7 @@ static int first_endpoint(DBusConnection *conn, char token[64], char owner[256])
  * the first endpoint another process announces) for every bucket; "ready UNIQUE". */
 int cmd_fp_announce(int argc, char **argv) {
     if (argc < 1) return fail("usage: fp-announce TOKEN", NOTIFY_STATUS_INVALID_REQUEST);
-    DBusConnection *conn = bus_connect();
+    DBusConnection *conn = raw_connect();
     if (!conn) return fail("connect", NOTIFY_STATUS_SERVER_NOT_FOUND);
     char token[64], owner[256];
     snprintf(token, sizeof token, "%s", argv[0]);
@@ -201,7 +191,7 @@ static void deaf_accept(void *arg) {
 /* fp-deaf: a real endpoint for every bucket whose connections are accepted and never read. */
 int cmd_fp_deaf(int argc, char **argv) {
     (void)argc; (void)argv;
-    DBusConnection *conn = bus_connect();
+    DBusConnection *conn = raw_connect();
     if (!conn) return fail("connect", NOTIFY_STATUS_SERVER_NOT_FOUND);
     char token[33];
     random_token(token);
@@ -266,7 +256,7 @@ static int first_endpoint(DBusConnection *conn, char token[64], char owner[256])
  * hung up); idles until stdin closes. */
 int cmd_fp_forge(int argc, char **argv) {
     if (argc < 2) return fail("usage: fp-forge CLAIM NAME...", NOTIFY_STATUS_INVALID_REQUEST);
-    DBusConnection *conn = bus_connect();
+    DBusConnection *conn = raw_connect();
     if (!conn) return fail("connect", NOTIFY_STATUS_SERVER_NOT_FOUND);
     char token[64] = "", owner[256] = "";
     if (first_endpoint(conn, token, owner) != 0) return fail("no endpoint announced", NOTIFY_STATUS_FAILED);

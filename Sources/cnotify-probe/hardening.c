@@ -91,7 +91,7 @@ static void bucket(const char *name, char out[64]) {
     snprintf(out, 64, "org.darwinnotify.Notify.H%03x", h & 0xfffu);
 }
 
-static DBusConnection *raw_connect(void) {
+DBusConnection *raw_connect(void) {
     const char *address = getenv("DARWIN_NOTIFY_BUS");
     DBusError err;
     dbus_error_init(&err);

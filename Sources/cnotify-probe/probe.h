@@ -8,6 +8,9 @@ void say(const char *fmt, const char *arg);
 int fail(const char *what, uint32_t st);
 /* One line on stdout, printf-style (hardening.c). */
 void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A registered private libdbus connection to DARWIN_NOTIFY_BUS, or NULL (said on stderr). */
+struct DBusConnection;
+struct DBusConnection *raw_connect(void);
 
 int cmd_signal(int argc, char **argv);
 int cmd_fp_peer(int argc, char **argv);

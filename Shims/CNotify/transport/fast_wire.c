@@ -134,31 +134,29 @@ uint32_t CNotify_protocol_fast_address(const char *token, char *out, size_t len)
     return NOTIFY_STATUS_OK;
 }
 
-uint32_t CNotify_protocol_fast_hello(uint64_t origin, uint64_t token, const char *unique_name, unsigned char *out,
-                                     size_t cap, size_t *out_len) {
-    cn_clear_error();
-    if (!unique_name || !out || !out_len) { cn_set_error("an argument is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
-    size_t n = cn_fast_hello(origin, token, unique_name, out, cap);
+/* A frame the exports built (`n` bytes, 0: no room), read back as a receiver reads it. */
+static uint32_t as_received(const unsigned char *out, size_t n, size_t *out_len, const char *refusal) {
     cn_fast_frame check;
     unsigned char copy[CN_FAST_FRAME_MAX + 1];
     if (!n || n > CN_FAST_FRAME_MAX || (memcpy(copy, out, n), cn_fast_parse(copy, n, &check) != 0)) {
-        cn_set_error("not a HELLO a receiver accepts (origin and token non-zero, a unique name, room in the buffer)");
+        cn_set_error("%s", refusal);
         return NOTIFY_STATUS_INVALID_REQUEST;
     }
     *out_len = n;
     return NOTIFY_STATUS_OK;
 }
 
+uint32_t CNotify_protocol_fast_hello(uint64_t origin, uint64_t token, const char *unique_name, unsigned char *out,
+                                     size_t cap, size_t *out_len) {
+    cn_clear_error();
+    if (!unique_name || !out || !out_len) { cn_set_error("an argument is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
+    return as_received(out, cn_fast_hello(origin, token, unique_name, out, cap), out_len,
+                       "not a HELLO a receiver accepts (origin and token non-zero, a unique name, room in the buffer)");
+}
+
 uint32_t CNotify_protocol_fast_post(const char *name, uint64_t seq, unsigned char *out, size_t cap, size_t *out_len) {
     cn_clear_error();
     if (!name || !out || !out_len) { cn_set_error("an argument is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
-    size_t n = cn_fast_post(name, seq, out, cap);
-    cn_fast_frame check;
-    unsigned char copy[CN_FAST_FRAME_MAX + 1];
-    if (!n || n > CN_FAST_FRAME_MAX || (memcpy(copy, out, n), cn_fast_parse(copy, n, &check) != 0)) {
-        cn_set_error("not a POST a receiver accepts (a name of 1 to 512 bytes of UTF-8, a sequence, room in the buffer)");
-        return NOTIFY_STATUS_INVALID_REQUEST;
-    }
-    *out_len = n;
-    return NOTIFY_STATUS_OK;
+    return as_received(out, cn_fast_post(name, seq, out, cap), out_len,
+                       "not a POST a receiver accepts (a name of 1 to 512 bytes of UTF-8, a sequence, room in the buffer)");
 }
