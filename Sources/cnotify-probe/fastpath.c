@@ -55,6 +55,7 @@ static void print_stats(CNotify_center *c) {
  *   post NAME N           -> posts N times; "posted NAME N us=ELAPSED"
  *   alternate A B N K     -> posts A, B, A, B ... N pairs, the fast path off and on again every K
  *                            pairs; "alternated N"
+ *   rotate N A B ...      -> posts A, B, ... in turn, N rounds; "rotated N"
  *   fast on|off|direct    -> "fast on|off|direct"
  *   peers N               -> waits (posting nothing) up to 10 s for N connected peers; "peers P"
  *   stats                 -> "stats enabled=… peers=… sent=… fast_delivered=… duplicates=…
@@ -89,6 +90,17 @@ int cmd_fp_peer(int argc, char **argv) {
             CNotify_center_set_fast_path(c, 1);
             CNotify_center_flush(c, 5000);
             out("alternated %ld", n);
+        } else if (sscanf(line, "rotate %ld", &n) == 1) {
+            char *names[16];
+            int count = 0;
+            strtok(line, " ");
+            strtok(NULL, " "); /* "rotate" and N */
+            for (char *t; count < 16 && (t = strtok(NULL, " "));) names[count++] = t;
+            for (long i = 0; i < n; i++)
+                for (int j = 0; j < count; j++)
+                    if (CNotify_center_post(c, names[j])) return fail("post", NOTIFY_STATUS_FAILED);
+            CNotify_center_flush(c, 5000);
+            out("rotated %ld", n);
         } else if (sscanf(line, "fast %599s", a) == 1) {
             CNotify_center_set_fast_path(c, strcmp(a, "on") == 0 ? CNOTIFY_FAST_PATH_ON
                                             : strcmp(a, "direct") == 0 ? CNOTIFY_FAST_PATH_DIRECT : CNOTIFY_FAST_PATH_OFF);

@@ -4,13 +4,18 @@
  * CNotify_protocol_parse_post. Body: `s name`, `t sequence`, for a user.uid.N name `h credential`,
  * then `t origin`; a receiver reads what is there and ignores what it does not know.
  */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "bus.h"
 
-DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, uint64_t origin) {
+/* The slow way, and the only one for a credential: libdbus rewrites the header's signature field
+ * for each argument appended (measured here: 8-10 µs a post, most of a poster's time). */
+static DBusMessage *build_new(const char *name, uint64_t seq, int credential_fd, uint64_t origin) {
     char iface[CN_BUCKET_INTERFACE_LEN];
     cn_bucket_interface(name, iface);
     DBusMessage *m = dbus_message_new_signal(CN_PATH, iface, CN_MEMBER);
@@ -30,6 +35,97 @@ DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, ui
         return NULL;
     }
     return m;
+}
+
+/* ---- the fast way: a copy of a template, its number changed in place ----
+ *
+ * A poster posts the same few names over and over; all that differs between two posts of a name
+ * is the number. So each thread keeps the last few posts it built (name, origin) as templates,
+ * and a post is a copy of one (about 0.15 µs) with its 8 bytes of number written over. libdbus
+ * has no call to change an argument; but the string it hands out for the name points into the
+ * message's body (documented: by reference, valid while the message lives), and the body's layout
+ * is D-Bus's own (the spec's marshalling): the name's 4-byte length at offset 0, its bytes and a
+ * NUL, then the number at the next multiple of 8, in the message's (native) byte order. Every
+ * copy is read back through libdbus before it is used: a number that does not read back as
+ * written (another libdbus, another layout) turns the fast way off for the process, and the post
+ * is built the slow way. About 1 µs in all. */
+enum { CN_TEMPLATES_PER_THREAD = 4 };
+typedef struct wire_template {
+    DBusMessage *m;
+    uint64_t origin;
+    char name[CNOTIFY_NAME_MAX + 1];
+} wire_template;
+typedef struct wire_templates {
+    wire_template slot[CN_TEMPLATES_PER_THREAD];
+    unsigned next;              /* round robin: the slot a new name takes */
+} wire_templates;
+
+static pthread_key_t templates_key;
+static pthread_once_t templates_once = PTHREAD_ONCE_INIT;
+static _Atomic int templates_broken; /* a read-back failed: this libdbus is not what we measured */
+static _Atomic int templates_keyed;
+
+static void templates_release(void *arg) { /* a thread's exit: the messages go with it */
+    wire_templates *t = arg;
+    for (unsigned i = 0; i < CN_TEMPLATES_PER_THREAD; i++)
+        if (t->slot[i].m) dbus_message_unref(t->slot[i].m);
+    free(t);
+}
+static void templates_key_make(void) {
+    if (pthread_key_create(&templates_key, templates_release) == 0) atomic_store(&templates_keyed, 1);
+}
+
+static wire_template *template_for(const char *name, uint64_t origin) {
+    pthread_once(&templates_once, templates_key_make);
+    if (!atomic_load_explicit(&templates_keyed, memory_order_relaxed)) return NULL;
+    wire_templates *t = pthread_getspecific(templates_key);
+    if (!t) {
+        if (!(t = calloc(1, sizeof *t)) || pthread_setspecific(templates_key, t) != 0) { free(t); return NULL; }
+    }
+    for (unsigned i = 0; i < CN_TEMPLATES_PER_THREAD; i++)
+        if (t->slot[i].m && t->slot[i].origin == origin && strcmp(t->slot[i].name, name) == 0) return &t->slot[i];
+    wire_template *s = &t->slot[t->next++ % CN_TEMPLATES_PER_THREAD];
+    DBusMessage *m = build_new(name, 0, -1, origin); /* number 0: no post has it, so a copy left unchanged shows */
+    if (!m) return NULL;
+    if (s->m) dbus_message_unref(s->m);
+    s->m = m;
+    s->origin = origin;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    return s;
+}
+
+/* A copy of `tpl` numbered `seq`; NULL (nothing changed) if the number does not read back. */
+static DBusMessage *copy_numbered(const wire_template *tpl, uint64_t seq) {
+    DBusMessage *m = dbus_message_copy(tpl->m);
+    if (!m) return NULL;
+    DBusMessageIter it;
+    const char *in_body = NULL;
+    if (dbus_message_iter_init(m, &it) && dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_STRING)
+        dbus_message_iter_get_basic(&it, &in_body);
+    size_t len = strlen(tpl->name);
+    if (in_body && strcmp(in_body, tpl->name) == 0 && dbus_message_iter_next(&it)
+        && dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_UINT64) {
+        dbus_uint64_t before, after, wire_seq = seq;
+        dbus_message_iter_get_basic(&it, &before);
+        if (before == 0) { /* the template's own number: the layout is the one described above */
+            unsigned char *body = (unsigned char *)(uintptr_t)in_body - 4;
+            memcpy(body + ((4 + len + 1 + 7) & ~(size_t)7), &wire_seq, sizeof wire_seq);
+            dbus_message_iter_get_basic(&it, &after);
+            if (after == wire_seq) return m;
+        }
+    }
+    atomic_store(&templates_broken, 1);
+    dbus_message_unref(m);
+    return NULL;
+}
+
+DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, uint64_t origin) {
+    if (credential_fd < 0 && origin && seq && !atomic_load_explicit(&templates_broken, memory_order_relaxed)) {
+        const wire_template *tpl = template_for(name, origin);
+        DBusMessage *m = tpl ? copy_numbered(tpl, seq) : NULL;
+        if (m) return m;
+    }
+    return build_new(name, seq, credential_fd, origin);
 }
 
 static int is_post(DBusMessage *msg) {

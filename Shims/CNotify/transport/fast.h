@@ -51,6 +51,7 @@ static inline int cn_fast_bit(const unsigned char *bitmap, unsigned bucket) { re
 #define CN_FAST_QUERIES_MAX 1024        /* queries answered one by one in a round (then one broadcast) */
 #define CN_FAST_RETRY_MS 1000           /* after a failed or dropped connection */
 #define CN_FAST_STALL_MS 50             /* a poster waits at most this for room at an observer that is behind */
+#define CN_FAST_CHECK_EVERY 8           /* direct copies between two looks at how full a peer's socket is */
 
 /* What the fast path's epoll set hands back: the first member of each record it polls. */
 enum { CN_FAST_FD_LISTEN, CN_FAST_FD_POSTER, CN_FAST_FD_PEER };
@@ -67,7 +68,7 @@ typedef struct cn_fast_endpoint {
     pthread_mutex_t lock;               /* counts, wildcards, announce_due (a leaf) */
     unsigned counts[CN_BUCKET_MASK + 1];/* subscriptions per bucket */
     unsigned wildcards;                 /* namespace subscriptions: every bucket */
-    int announce_due;                   /* the buckets changed: broadcast them at the next round */
+    _Atomic int announce_due;           /* the buckets changed: broadcast them at the next round */
     /* loop thread only: */
     cn_fast_fd listen;                  /* fd -1 until the first subscription */
     char token[CN_FAST_TOKEN_LEN + 1];
@@ -82,6 +83,8 @@ void cn_endpoint_init(cn_fast_endpoint *e);
 void cn_endpoint_free(cn_fast *f);
 void cn_endpoint_subscribed(cn_fast *f, const char *key, cn_key_kind kind, int delta);
 void cn_endpoint_reset_counts(cn_fast *f);
+/* The buckets are announced (and the endpoint listens, if it does not yet) at the next round. */
+void cn_endpoint_announce_soon(cn_fast *f);
 void cn_endpoint_prepare(cn_fast *f);
 void cn_endpoint_handle(cn_fast *f, cn_fast_fd *io, uint32_t events);
 void cn_endpoint_sync(cn_fast *f, const char *sender, uint64_t token);
@@ -100,6 +103,10 @@ typedef struct cn_fast_peers {
     _Atomic uint64_t origin;            /* the center's, from its first post: 0 until it posts */
     _Atomic int query_due;              /* ask every endpoint at the next round */
     _Atomic int behind;                 /* peers whose socket had no room for a post (they await a SYNC) */
+    _Atomic int pressed;                /* peers whose socket is over half full: the next post waits for room */
+    _Atomic uint64_t connect_at;        /* ms: the earliest a peer is due to be connected; UINT64_MAX: none
+                                         * (the loop's round then never takes the lock: a posting thread
+                                         * holds it most of the time in a flood) */
 } cn_fast_peers;
 void cn_peers_init(cn_fast_peers *p);
 void cn_peers_free(cn_fast *f);
@@ -107,8 +114,9 @@ void cn_peers_free(cn_fast *f);
  * then on the bus (unless `direct_only` and every such peer took it), all under peers.lock. */
 uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only);
 int cn_peers_is_ready(const cn_fast_peer *peer);
-/* Any thread, no lock held: waits, at most CN_FAST_STALL_MS from when it fell behind, until every
- * peer that is behind has room again. */
+/* Any thread, no lock held: waits, at most CN_FAST_STALL_MS from when it fell behind (or its socket
+ * was found over half full), until every such peer has room again; one still without room then is
+ * disconnected (the bus copies from then on). */
 void cn_peers_await_room(cn_fast *f);
 /* Loop thread. */
 void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const unsigned char *bitmap);

@@ -32,7 +32,18 @@ struct cn_fast_poster {
     uint64_t origin, token;             /* from HELLO */
     uint64_t sync_token;                /* from its Sync on the bus; 0: none yet */
     cn_map highest;                     /* name -> highest number delivered by either path */
+    struct held_frames *held;           /* read with a SYNC before them, waiting for its Sync; NULL: none */
 };
+
+/* Frames are read CN_FAST_BATCH at a time (one recvmmsg). A SYNC among them whose Sync has not
+ * come by the bus yet stops delivery: the frames after it are held here until it comes. */
+enum { CN_FAST_BATCH = 32 };
+typedef struct held_frames {
+    unsigned count, next;
+    uint16_t len[CN_FAST_BATCH];
+    unsigned char data[CN_FAST_BATCH][CN_FAST_FRAME_MAX];
+} held_frames;
+static int deliver_held(cn_fast *f, cn_fast_poster *p);
 
 void cn_endpoint_init(cn_fast_endpoint *e) {
     memset(e, 0, sizeof *e);
@@ -47,6 +58,7 @@ static void poster_free(cn_fast *f, cn_fast_poster *p) {
         epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, p->io.fd, NULL);
         close(p->io.fd);
     }
+    free(p->held);
     cn_map_clear(&p->highest, NULL);
     free(p);
 }
@@ -71,6 +83,8 @@ static void close_connection(cn_fast *f, cn_fast_poster *p) {
         close(p->io.fd);
         p->io.fd = -1;
     }
+    free(p->held); /* like frames left unread in the socket: their bus copies follow */
+    p->held = NULL;
     p->state = P_CLOSED;
     if (!p->unique[0] || cn_map_get(&f->endpoint.by_sender, p->unique) != p) drop_poster(f, p);
 }
@@ -92,7 +106,7 @@ void cn_endpoint_subscribed(cn_fast *f, const char *key, cn_key_kind kind, int d
     unsigned *count = kind == CN_KEY_NAMESPACE ? &e->wildcards : &e->counts[cn_fast_bucket(key)];
     if (delta > 0) (*count)++;
     else if (*count > 0) (*count)--;
-    e->announce_due = 1;
+    atomic_store(&e->announce_due, 1);
     pthread_mutex_unlock(&e->lock);
     cn_loop_wake(f->loop);
 }
@@ -102,7 +116,7 @@ void cn_endpoint_reset_counts(cn_fast *f) {
     pthread_mutex_lock(&e->lock);
     memset(e->counts, 0, sizeof e->counts);
     e->wildcards = 0;
-    e->announce_due = 1;
+    atomic_store(&e->announce_due, 1);
     pthread_mutex_unlock(&e->lock);
 }
 
@@ -135,23 +149,28 @@ static int start_listening(cn_fast *f) {
     return 0;
 }
 
+void cn_endpoint_announce_soon(cn_fast *f) { atomic_store(&f->endpoint.announce_due, 1); }
+
 void cn_endpoint_prepare(cn_fast *f) {
     cn_fast_endpoint *e = &f->endpoint;
+    /* Off and not listening: the buckets wait (switching it on announces them). */
+    if (e->listen.fd < 0 && !atomic_load(&f->enabled)) return;
+    int due = atomic_exchange(&e->announce_due, 0);
+    if (!due && !e->nqueries && !e->broadcast_answer) return; /* most rounds: nothing changed, nobody asked */
     unsigned char bitmap[CN_FAST_BITMAP_BYTES];
     pthread_mutex_lock(&e->lock);
-    int due = e->announce_due, any = bitmap_locked(e, bitmap);
-    e->announce_due = 0;
+    int any = bitmap_locked(e, bitmap);
     pthread_mutex_unlock(&e->lock);
     if (e->listen.fd < 0) {
-        if (!any || !atomic_load(&f->enabled)) return;
-        if (start_listening(f) != 0) return; /* no fast path for this center: the bus has it all */
+        if (!any) return;
+        if (start_listening(f) != 0) { /* no fast path for this center yet: the bus has it all */
+            atomic_store(&e->announce_due, 1); /* tried again at the next round */
+            return;
+        }
         due = 1;
     }
-    if (due && cn_bus_fast_announce(f->bus_impl, e->token, bitmap, NULL) != NOTIFY_STATUS_OK) {
-        pthread_mutex_lock(&e->lock);
-        e->announce_due = 1; /* once reconnected */
-        pthread_mutex_unlock(&e->lock);
-    }
+    if (due && cn_bus_fast_announce(f->bus_impl, e->token, bitmap, NULL) != NOTIFY_STATUS_OK)
+        atomic_store(&e->announce_due, 1); /* once reconnected */
     if (e->broadcast_answer) { /* more queries than we keep: one broadcast answers them all */
         cn_bus_fast_announce(f->bus_impl, e->token, bitmap, NULL);
         e->broadcast_answer = 0;
@@ -215,6 +234,7 @@ void cn_endpoint_sync(cn_fast *f, const char *sender, uint64_t token) {
     if (p->state == P_SYNC && p->token == token) {
         p->state = P_READY;
         set_reading(f, p, 1);
+        deliver_held(f, p); /* the frames after the SYNC come after what the bus brought before */
     }
 }
 
@@ -273,6 +293,8 @@ static void hello(cn_fast *f, cn_fast_poster *p, const cn_fast_frame *fr) {
         close(r->io.fd);
         r->io.fd = -1;
     }
+    free(r->held);
+    r->held = NULL;
     /* The record (made by its Sync, or its bus copies) takes the connection over. */
     r->io.fd = p->io.fd;
     r->pid = p->pid;
@@ -286,6 +308,12 @@ static void hello(cn_fast *f, cn_fast_poster *p, const cn_fast_frame *fr) {
     epoll_ctl(f->epoll_fd, EPOLL_CTL_MOD, r->io.fd, &ev);
     r->state = r->sync_token == r->token ? P_READY : P_SYNC;
     if (r->state == P_SYNC) set_reading(f, r, 0);
+}
+
+/* 1 if a copy of `name` numbered `seq` or later came from this poster already; changes nothing. */
+static int delivered_already(cn_fast_poster *p, const char *name, uint64_t seq) {
+    void *highest = cn_map_get(&p->highest, name);
+    return highest && (uint64_t)(uintptr_t)highest >= seq;
 }
 
 /* The highest number delivered of `name` from this poster: 1 if `seq` is not past it. */
@@ -314,41 +342,105 @@ static void post_frame(cn_fast *f, cn_fast_poster *p, const cn_fast_frame *fr) {
     f->up.post_arrived(f->up.ctx, &up);
 }
 
+/* One frame of a connection past its HELLO: 1 to go on, 0 when it closed (fd -1) or waits for the
+ * Sync of a SYNC it just read (P_SYNC). */
+static int take_frame(cn_fast *f, cn_fast_poster *p, unsigned char *buf, size_t n) {
+    cn_fast_frame fr;
+    if (n > CN_FAST_FRAME_MAX || cn_fast_parse(buf, n, &fr) != 0) {
+        atomic_fetch_add(&f->refused, 1);
+        close_connection(f, p);
+        return 0;
+    }
+    if (fr.type == CN_FAST_SYNC) { /* a barrier again: its posts in between went by the bus alone */
+        p->token = fr.token;
+        if (p->sync_token == fr.token) return 1;
+        p->state = P_SYNC;
+        set_reading(f, p, 0);
+        return 0;
+    }
+    if (fr.type != CN_FAST_POST) {
+        close_connection(f, p);
+        return 0;
+    }
+    post_frame(f, p, &fr);
+    return 1;
+}
+
+/* The frames a SYNC held back, once its Sync came: 1 when none is left. */
+static int deliver_held(cn_fast *f, cn_fast_poster *p) {
+    while (p->held && p->held->next < p->held->count) {
+        unsigned k = p->held->next++;
+        if (!take_frame(f, p, p->held->data[k], p->held->len[k])) return 0; /* closed (held freed), or another SYNC */
+    }
+    free(p->held);
+    p->held = NULL;
+    return 1;
+}
+
+static void hold(cn_fast_poster *p, unsigned char (*bufs)[CN_FAST_FRAME_MAX + 1], const struct mmsghdr *msgs,
+                 unsigned from, unsigned to) {
+    if (from >= to) return;
+    held_frames *h = calloc(1, sizeof *h);
+    if (!h) return; /* out of memory: like frames lost with a connection; their bus copies follow */
+    for (unsigned i = from; i < to; i++) {
+        h->len[h->count] = (uint16_t)msgs[i].msg_len; /* each checked <= CN_FAST_FRAME_MAX by its reader */
+        memcpy(h->data[h->count++], bufs[i], msgs[i].msg_len);
+    }
+    p->held = h;
+}
+
 static void read_poster(cn_fast *f, cn_fast_poster *p, uint32_t events) {
-    unsigned char buf[CN_FAST_FRAME_MAX + 1];
-    /* From the loop, 256 frames, then the other sources' turn; draining before a bus post
-     * (events 0), all there are. */
-    for (int i = 0; (i < 256 || events == 0) && p->io.fd >= 0; i++) {
-        if (p->state == P_SYNC) { /* not reading until its Sync: only a hang-up ends it */
-            if (events & (EPOLLHUP | EPOLLERR)) close_connection(f, p);
-            return;
-        }
+    if (p->state == P_HELLO) { /* one frame: who it is */
+        unsigned char buf[CN_FAST_FRAME_MAX + 1];
         ssize_t n = recv(p->io.fd, buf, CN_FAST_FRAME_MAX, MSG_DONTWAIT | MSG_TRUNC);
+        cn_fast_frame fr;
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
             if (events & (EPOLLHUP | EPOLLERR)) close_connection(f, p);
             return;
         }
-        cn_fast_frame fr;
-        if (n <= 0 || n > CN_FAST_FRAME_MAX || cn_fast_parse(buf, (size_t)n, &fr) != 0) {
+        if (n <= 0 || n > CN_FAST_FRAME_MAX || cn_fast_parse(buf, (size_t)n, &fr) != 0 || fr.type != CN_FAST_HELLO) {
             if (n > 0) atomic_fetch_add(&f->refused, 1);
             close_connection(f, p);
             return;
         }
-        if (p->state == P_HELLO) {
-            if (fr.type != CN_FAST_HELLO) { close_connection(f, p); return; }
-            hello(f, p, &fr);
-            return; /* p may be gone: the record that took its connection is polled on its own */
+        hello(f, p, &fr); /* p may be gone: the record that took its connection is polled on its own */
+        return;
+    }
+    if (p->state != P_READY) { /* not reading until its Sync: only a hang-up ends it */
+        if (events & (EPOLLHUP | EPOLLERR)) close_connection(f, p);
+        return;
+    }
+    if (!deliver_held(f, p)) return;
+    unsigned char bufs[CN_FAST_BATCH][CN_FAST_FRAME_MAX + 1];
+    struct iovec iov[CN_FAST_BATCH];
+    struct mmsghdr msgs[CN_FAST_BATCH];
+    /* From the loop, 8 batches, then the other sources' turn; draining before a bus post (events
+     * 0), all there are. */
+    for (int round = 0; round < 8 || events == 0; round++) {
+        for (unsigned i = 0; i < CN_FAST_BATCH; i++) {
+            iov[i] = (struct iovec){ bufs[i], CN_FAST_FRAME_MAX };
+            msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
         }
-        if (fr.type == CN_FAST_SYNC) { /* a barrier again: its posts in between went by the bus alone */
-            p->token = fr.token;
-            if (p->sync_token != fr.token) {
-                p->state = P_SYNC;
-                set_reading(f, p, 0);
+        int got = recvmmsg(p->io.fd, msgs, CN_FAST_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
+        if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
+            if (events & (EPOLLHUP | EPOLLERR)) close_connection(f, p);
+            return;
+        }
+        if (got <= 0) {
+            close_connection(f, p);
+            return;
+        }
+        for (int i = 0; i < got; i++) {
+            if (msgs[i].msg_len == 0) { /* the poster hung up */
+                close_connection(f, p);
+                return;
             }
-            continue;
+            if (!take_frame(f, p, bufs[i], msgs[i].msg_len)) {
+                if (p->io.fd >= 0) hold(p, bufs, msgs, (unsigned)i + 1, (unsigned)got); /* waiting for a Sync */
+                return;
+            }
         }
-        if (fr.type != CN_FAST_POST) { close_connection(f, p); return; }
-        post_frame(f, p, &fr);
+        if (got < CN_FAST_BATCH) return; /* the socket is empty (a drain has all there was) */
     }
 }
 
@@ -361,6 +453,8 @@ int cn_endpoint_seen(cn_fast *f, const cn_received_post *post) {
     if (!post->has_seq || !post->sender) return 0;
     cn_fast_poster *p = cn_map_get(&f->endpoint.by_sender, post->sender);
     if (!p) return 0;
+    /* The usual case by far: its direct copy came first. Dropped with no system call. */
+    if (p->origin && post->origin == p->origin && delivered_already(p, post->name, post->seq)) return 1;
     /* A poster writes a post's direct copy before its bus copy: every frame it sent before this
      * bus post is in the socket by now. Delivered first, they keep the poster's order even when
      * a connection ended with frames unread (a poster that gave up on a full socket). */
@@ -384,7 +478,5 @@ void cn_endpoint_disconnected(cn_fast *f) {
     cn_map_clear(&e->by_sender, NULL);
     for (size_t i = 0; i < e->nqueries; i++) free(e->queries[i]);
     e->nqueries = 0;
-    pthread_mutex_lock(&e->lock);
-    e->announce_due = 1;
-    pthread_mutex_unlock(&e->lock);
+    atomic_store(&e->announce_due, 1);
 }

@@ -111,10 +111,11 @@ static uint32_t fast_start(cn_transport *t) {
 static uint64_t fast_generation(cn_transport *t) { return fast_of(t)->bus->ops->generation(fast_of(t)->bus); }
 static uint32_t fast_ready(cn_transport *t) {
     cn_fast *f = fast_of(t);
-    /* Direct only: an observer that is behind has no bus copy to fall back on, so a post waits
-     * for its room (bounded). By default the bus copy covers it, and the poster goes on at the
-     * bus's pace: the lagging observer is sent a barrier and direct copies again once it has room. */
-    if (atomic_load_explicit(&f->enabled, memory_order_relaxed) == CNOTIFY_FAST_PATH_DIRECT) cn_peers_await_room(f);
+    /* An observer that reads slower than we post: the post waits for its room (bounded, no lock
+     * held), in either mode. Direct only, one that missed a copy has no bus copy to fall back on;
+     * by default the bus copy covers it, but the barrier that must follow (a Sync, by the bus)
+     * would keep the fast path idle for as long as the bus is behind. */
+    if (atomic_load_explicit(&f->enabled, memory_order_relaxed) != CNOTIFY_FAST_PATH_OFF) cn_peers_await_room(f);
     return f->bus->ops->ready(f->bus);
 }
 
@@ -171,7 +172,10 @@ static void fast_set_enabled(cn_transport *t, int enabled) {
          * connection is made anew, each with its barrier (Sync) behind those bus-only posts. */
         cn_peers_disconnected(f);
     }
-    if (!was && enabled) atomic_store(&f->peers.query_due, 1);
+    if (!was && enabled) {
+        atomic_store(&f->peers.query_due, 1);
+        cn_endpoint_announce_soon(f);
+    }
     cn_loop_wake(f->loop);
 }
 
