@@ -46,6 +46,12 @@ public final class NotificationObservation: Sendable {
 }
 
 /// The posts of one name, as an async sequence (`NotifyCenter.notifications(named:)`).
+///
+/// Iterated with the center's ``DeliveryExecutor`` preferred
+/// (`withTaskExecutorPreference(center.deliveryExecutor) { for await … }`), the task resumes on
+/// the thread that delivered the post, with no other thread woken: the loop's body runs there,
+/// between two deliveries, like a handler observed with `queue: nil` (keep it short). Without it,
+/// the task resumes on the global executor, a thread hop away.
 public struct Notifications: AsyncSequence, Sendable {
     public typealias Element = DarwinNotification
     let stream: AsyncStream<DarwinNotification>

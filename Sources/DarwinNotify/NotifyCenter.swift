@@ -12,6 +12,11 @@ public final class NotifyCenter: Sendable {
     nonisolated(unsafe) let handle: OpaquePointer
     private let ownsHandle: Bool
 
+    /// The executor of the center's delivery thread: a task that prefers it
+    /// (`withTaskExecutorPreference`) and awaits a post of this center resumes on the thread that
+    /// delivered it (see ``Notifications``).
+    public let deliveryExecutor = DeliveryExecutor()
+
     /// The process-wide center on the default bus.
     public static let `default` = NotifyCenter(handle: CNotify_center_get_darwin_notify_center(), owns: false)
 
@@ -112,8 +117,10 @@ public final class NotifyCenter: Sendable {
 
     private func notifications(_ key: String, isNamespace: Bool) throws(NotifyError) -> Notifications {
         let (stream, continuation) = AsyncStream.makeStream(of: DarwinNotification.self)
+        let executor = deliveryExecutor
         let observation = try register(key, isNamespace: isNamespace, gate: nil) { name in
-            continuation.yield(DarwinNotification(name: name))
+            // A task iterating with `executor` preferred resumes here, on this thread.
+            executor.run { continuation.yield(DarwinNotification(name: name)) }
         }
         continuation.onTermination = { _ in observation.cancel() }
         return Notifications(stream: stream, observation: observation)

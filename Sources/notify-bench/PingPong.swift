@@ -17,7 +17,8 @@ enum PingPong {
         case cBusOnly = "C callback, bus only (fast path off)"
         case swiftClosure = "Swift closure (DarwinNotify)"
         case swiftDirect = "Swift closure, queue: nil"
-        case swiftAsync = "Swift AsyncSequence (DarwinNotify)"
+        case swiftAsync = "Swift AsyncSequence, its executor"
+        case swiftAsyncPlain = "Swift AsyncSequence, no executor"
         case distributed = "distributed, 1 KiB userInfo (queue: nil)"
         /// No daemon between the processes: the candidates of a same-host fast path (issue 23).
         case peer = "libdbus peer to peer (C, no daemon)"
@@ -48,7 +49,9 @@ enum PingPong {
         case .floor: echo = try Child("dbus-floor", ["echo", ping, pong], environment: env)
         case .cCallback: echo = try Child("cnotify-probe", ["bench-echo", ping, pong], environment: env)
         case .cBusOnly: echo = try Child("cnotify-probe", ["bench-echo", ping, pong], environment: env.merging(["DARWIN_NOTIFY_FAST_PATH": "0"]) { $1 })
-        case .swiftClosure, .swiftAsync: echo = try Child("notify-bench", ["_swift-echo", ping, pong], environment: env)
+        case .swiftClosure: echo = try Child("notify-bench", ["_swift-echo", ping, pong], environment: env)
+        case .swiftAsync: echo = try Child("notify-bench", ["_swift-echo-async", ping, pong], environment: env)
+        case .swiftAsyncPlain: echo = try Child("notify-bench", ["_swift-echo-async-plain", ping, pong], environment: env)
         case .swiftDirect: echo = try Child("notify-bench", ["_swift-echo-direct", ping, pong], environment: env)
         case .distributed: echo = try Child("notify-bench", ["_distributed-echo", ping, pong], environment: env)
         }
@@ -66,7 +69,8 @@ enum PingPong {
                                    environment: env.merging(["DARWIN_NOTIFY_FAST_PATH": "0"]) { $1 }).readToEnd())
         case .swiftClosure: rtts = try swiftClosurePing(bus: bus, count: total, queue: DispatchQueue(label: "bench.pong"))
         case .swiftDirect: rtts = try swiftClosurePing(bus: bus, count: total, queue: nil)
-        case .swiftAsync: rtts = try await swiftAsyncPing(bus: bus, count: total)
+        case .swiftAsync: rtts = try await swiftAsyncPing(bus: bus, count: total, preferred: true)
+        case .swiftAsyncPlain: rtts = try await swiftAsyncPing(bus: bus, count: total, preferred: false)
         case .distributed: rtts = try distributedPing(bus: bus, count: total)
         }
         var result = Samples()
@@ -104,20 +108,25 @@ enum PingPong {
         return rtts
     }
 
-    private static func swiftAsyncPing(bus: String, count: Int) async throws -> [UInt64] {
+    /// The loop as ThreadingAndDelivery.md shows it: iterated with the center's delivery executor
+    /// preferred, so the task resumes on the thread that delivered the pong; or a plain loop, whose
+    /// task resumes on the global executor (a thread woken for each pong).
+    private static func swiftAsyncPing(bus: String, count: Int, preferred: Bool) async throws -> [UInt64] {
         let center = try NotifyCenter(bus: bus)
         let pongs = try center.notifications(named: pong)
         defer { pongs.cancel() }
-        var iterator = pongs.makeAsyncIterator()
-        var rtts: [UInt64] = []
-        rtts.reserveCapacity(count)
-        for _ in 0..<count {
-            let t0 = now()
-            try center.post(ping)
-            guard await iterator.next() != nil else { throw BenchError("the pong sequence ended") }
-            rtts.append(now() - t0)
+        return try await withTaskExecutorPreference(preferred ? center.deliveryExecutor : nil) {
+            var iterator = pongs.makeAsyncIterator()
+            var rtts: [UInt64] = []
+            rtts.reserveCapacity(count)
+            for _ in 0..<count {
+                let t0 = now()
+                try center.post(ping)
+                guard await iterator.next() != nil else { throw BenchError("the pong sequence ended") }
+                rtts.append(now() - t0)
+            }
+            return rtts
         }
-        return rtts
     }
 
     /// The distributed round trip: a 1 KiB userInfo each way, closures on the centers' delivery queues.
@@ -158,6 +167,22 @@ enum PingPong {
 
     /// The `_swift-echo[-direct] PING PONG` role: a Swift closure observer that answers each ping,
     /// on a serial queue or (`queue` nil) on the delivery thread.
+    /// The echo of the AsyncSequence variants: the same loop as the pinger's, with or without the
+    /// center's delivery executor preferred (a post each way, so each way pays what the row names).
+    static func runSwiftAsyncEcho(ping: String, pong: String, preferred: Bool) async throws -> Never {
+        let center = try NotifyCenter(bus: ProcessInfo.processInfo.environment["DARWIN_NOTIFY_BUS"] ?? "embedded")
+        let pings = try center.notifications(named: ping)
+        Thread.detachNewThread {
+            while readLine() != nil {} // until the benchmark closes our stdin
+            exit(0)
+        }
+        FileHandle.standardOutput.write(Data("ready\n".utf8)) // unbuffered: the readiness handshake
+        await withTaskExecutorPreference(preferred ? center.deliveryExecutor : nil) {
+            for await _ in pings { try? center.post(pong) }
+        }
+        exit(0)
+    }
+
     static func runSwiftEcho(ping: String, pong: String, queue: DispatchQueue?) throws -> Never {
         let center = try NotifyCenter(bus: ProcessInfo.processInfo.environment["DARWIN_NOTIFY_BUS"] ?? "embedded")
         let observation = try center.observe(ping, queue: queue) { _ in

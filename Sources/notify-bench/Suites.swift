@@ -37,6 +37,7 @@ func latencySuite(_ options: Options) async throws -> [Row] {
             extraCheck: ("p99 ≤ 2× own p50", swift.p99 <= 2 * swift.p50)),
         Row(label: PingPong.Variant.swiftAsync.rawValue, samples: async, reference: floor.p50, target: 0.60,
             extraCheck: ("p99 ≤ 2× own p50", async.p99 <= 2 * async.p50)),
+        Row(label: PingPong.Variant.swiftAsyncPlain.rawValue, samples: results[.swiftAsyncPlain]!, reference: floor.p50, target: nil),
         Row(label: PingPong.Variant.swiftDirect.rawValue, samples: results[.swiftDirect]!, reference: floor.p50, target: 0.55),
         // The floors without a daemon (issue 23): what a same-host fast path could reach here.
         Row(label: PingPong.Variant.peer.rawValue, samples: results[.peer]!, reference: floor.p50, target: nil),

@@ -9,6 +9,10 @@ if arguments.count == 3, arguments[0] == "_swift-echo" || arguments[0] == "_swif
     try PingPong.runSwiftEcho(ping: arguments[1], pong: arguments[2], queue: queue)
 }
 
+if arguments.count == 3, arguments[0] == "_swift-echo-async" || arguments[0] == "_swift-echo-async-plain" {
+    try await PingPong.runSwiftAsyncEcho(ping: arguments[1], pong: arguments[2], preferred: arguments[0] == "_swift-echo-async")
+}
+
 if arguments.count == 3, arguments[0] == "_distributed-echo" {
     try PingPong.runDistributedEcho(ping: arguments[1], pong: arguments[2])
 }

@@ -48,6 +48,34 @@ extension IntegrationSuites {
             #expect(count == 3)
         }
 
+        @Test("an AsyncSequence resumes on the thread that delivered the post (the one a queue: nil handler runs on): no hop to another thread")
+        func asyncSequenceOnDeliveryThread() async throws {
+            let deliveredOn = Mutex<[UInt]>([])
+            let direct = try center.observe("swift.async.thread", queue: nil) { _ in
+                deliveredOn.withLock { $0.append(UInt(pthread_self())) }
+            }
+            defer { direct.cancel() }
+            let stream = try center.notifications(named: "swift.async.thread")
+            let poster = Task.detached { [bus] in
+                for _ in 0..<3 { try notifyutilPost(["swift.async.thread"], bus: bus) }
+            }
+            // As ThreadingAndDelivery.md shows it: the loop with the center's executor preferred.
+            let bodyOn = await withTaskExecutorPreference(center.deliveryExecutor) {
+                var on: [UInt] = []
+                for await _ in stream {
+                    on.append(UInt(pthread_self()))
+                    await Task.yield() // made ready on this thread, inside the delivery: run by it
+                    try? await Task.sleep(for: .milliseconds(1)) // made ready by a timer: a global thread
+                    if on.count == 3 { break }
+                }
+                return on
+            }
+            try await poster.value
+            let delivery = deliveredOn.withLock { $0 }
+            #expect(delivery.count == 3 && Set(delivery).count == 1, "one delivery thread: \(delivery)")
+            #expect(bodyOn == delivery, "the loop's body ran on \(bodyOn), the posts were delivered on \(delivery)")
+        }
+
         @Test("releasing the observation cancels it; cancel inside the handler is safe")
         func releaseAndCancelInside() throws {
             let calls = Mutex(0)
