@@ -24,6 +24,7 @@
 #include <time.h>
 #include <errno.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -40,6 +41,13 @@ static long received, gaps;
 static dbus_uint64_t last_seq;
 static uint64_t first_at, last_at;
 static uint64_t now_ns(void);
+
+/* User and system time of this process so far, µs. */
+static uint64_t cpu_us(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u + (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
 
 /* The bucket interface of a name, per docs/PROTOCOL.md (FNV-1a 32, low 12 bits, 3 hex digits). */
 static void bucket(const char *name, char out[32]) {
@@ -320,12 +328,14 @@ int main(int argc, char **argv) {
             if (received != before) { before = received; progress_at = now_ns(); }
             else if (now_ns() - progress_at > 5000000000ull) break; /* 5 s with nothing new */
         }
-        printf("received=%ld gaps=%ld elapsed_ns=%llu\n", received, gaps, (unsigned long long)(last_at - first_at));
+        printf("received=%ld gaps=%ld elapsed_ns=%llu cpu_us=%llu\n", received, gaps, (unsigned long long)(last_at - first_at),
+               (unsigned long long)cpu_us());
     } else if (flood) {
         char end[600];
         snprintf(end, sizeof end, "%s.end", argv[2]);
         for (long i = 0, n = atol(argv[3]); i < n; i++) send_post(argv[2], 0); /* as fast as it goes */
         post(end);
+        printf("cpu_us=%llu\n", (unsigned long long)cpu_us());
     } else {
         want = argv[3];
         long n = argc > 4 ? atol(argv[4]) : 1000;

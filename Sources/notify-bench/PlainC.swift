@@ -36,11 +36,17 @@ enum PlainC {
     }
     """
 
+    /// Where buildLibrary builds (one per run of notify-bench); removed when the run ends.
+    static let libraryDirectory = NSTemporaryDirectory() + "notify-bench-cc-\(getpid())"
+
+    /// Removes what buildLibrary built, if anything (main.swift, at the end of a run).
+    static func removeLibrary() { try? FileManager.default.removeItem(atPath: libraryDirectory) }
+
     /// Builds libCNotify.so into a temporary directory (once per run), as the README's cc line
     /// does, and returns the directory.
     static func buildLibrary() throws -> String {
         let root = try packageRoot()
-        let dir = NSTemporaryDirectory() + "notify-bench-cc-\(getpid())"
+        let dir = libraryDirectory
         if FileManager.default.fileExists(atPath: dir + "/libCNotify.so") { return dir }
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let sources = try FileManager.default.subpathsOfDirectory(atPath: root + "/Shims/CNotify")

@@ -83,52 +83,72 @@ func cliSuite(_ options: Options) throws -> [Metric] {
 }
 
 /// `throughput`: one poster floods one observer in another process, as fast as it can; the
-/// observer counts what arrived (and gaps in the numbering). Ours against the floor, alternating.
+/// observer counts what arrived (and gaps in the numbering). Ours against the floor, alternating:
+/// the fast path on (the default: each post also on the bus), off (the bus path), and direct only.
+/// Each run also counts the CPU it cost: the poster's, the observer's (until the bus copies of
+/// posts it had directly were dropped too) and the dbus-daemon's (user + sys).
 func throughputSuite(_ options: Options) throws -> [Metric] {
     let bus = try PrivateBus()
     defer { bus.stop() }
     let env = ["DARWIN_NOTIFY_BUS": bus.address]
     let count = max(50_000, options.samples * 10) // past start-up: 20,000 measured lower, 50,000 and 200,000 alike
-    struct Run { var received = 0.0, gaps = 0.0, seconds = 0.0, posted = 0.0 }
-    func once(sink: [String], flood: [String], tool: String, posterEnvironment: [String: String] = [:]) throws -> Run {
-        let receiver = try Child(tool, sink, environment: env)
-        defer { receiver.stop() }
-        _ = try receiver.readLine { $0 == "ready" }
-        _ = try Child(tool, flood, environment: env.merging(posterEnvironment) { $1 }).readToEnd()
-        let line = try receiver.readLine { $0.hasPrefix("received=") }
-        var fields: [String: Double] = [:]
+    struct Run { var received = 0.0, gaps = 0.0, seconds = 0.0, posted = 0.0, cpuMicros = 0.0 }
+    func fields(_ line: String) -> [String: Double] {
+        var out: [String: Double] = [:]
         for part in line.split(separator: " ") {
             let kv = part.split(separator: "=")
-            if kv.count == 2 { fields[String(kv[0])] = Double(kv[1]) }
+            if kv.count == 2 { out[String(kv[0])] = Double(kv[1]) }
         }
-        return Run(received: fields["received"] ?? 0, gaps: fields["gaps"] ?? 0,
-                   seconds: (fields["elapsed_ns"] ?? 0) / 1e9, posted: Double(count))
+        return out
     }
-    var ours = Run(), floor = Run(), direct = Run()
+    func once(sink: [String], flood: [String], tool: String, fastPath: String? = nil) throws -> Run {
+        let extra = fastPath.map { ["DARWIN_NOTIFY_FAST_PATH": $0] } ?? [:]
+        // The bus path: both ends with the fast path off. Direct only: the poster's choice.
+        let receiver = try Child(tool, sink, environment: env.merging(fastPath == "0" ? extra : [:]) { $1 })
+        defer { receiver.stop() }
+        _ = try receiver.readLine { $0 == "ready" }
+        let daemonBefore = cpuMicros(bus.pid)
+        let posted = fields(try Child(tool, flood, environment: env.merging(extra) { $1 }).readToEnd()
+            .split(separator: "\n").last.map(String.init) ?? "")
+        let got = fields(try receiver.readLine { $0.hasPrefix("received=") })
+        _ = try receiver.readToEnd() // exited: the daemon has sent it all
+        let daemon = cpuMicros(bus.pid) - daemonBefore
+        return Run(received: got["received"] ?? 0, gaps: got["gaps"] ?? 0, seconds: (got["elapsed_ns"] ?? 0) / 1e9,
+                   posted: Double(count), cpuMicros: (posted["cpu_us"] ?? .nan) + (got["cpu_us"] ?? .nan) + daemon)
+    }
+    func add(_ a: inout Run, _ b: Run) {
+        a.received += b.received; a.gaps += b.gaps; a.seconds += b.seconds; a.posted += b.posted; a.cpuMicros += b.cpuMicros
+    }
+    var floor = Run(), ours = Run(), busOnly = Run(), direct = Run()
     for round in 0..<options.rounds {
         let name = "throughput.r\(round)"
-        let f = try once(sink: ["sink", name], flood: ["flood", name, "\(count)"], tool: "dbus-floor")
-        let o = try once(sink: ["bench-sink", name], flood: ["bench-flood", name, "\(count)"], tool: "cnotify-probe")
+        add(&floor, try once(sink: ["sink", name], flood: ["flood", name, "\(count)"], tool: "dbus-floor"))
+        add(&ours, try once(sink: ["bench-sink", name], flood: ["bench-flood", name, "\(count)"], tool: "cnotify-probe"))
+        add(&busOnly, try once(sink: ["bench-sink", name], flood: ["bench-flood", name, "\(count)"], tool: "cnotify-probe", fastPath: "0"))
         // The fast path's opt-in: no bus copy of a post every connected observer took directly.
-        let d = try once(sink: ["bench-sink", name], flood: ["bench-flood", name, "\(count)"], tool: "cnotify-probe",
-                         posterEnvironment: ["DARWIN_NOTIFY_FAST_PATH": "direct"])
-        floor.received += f.received; floor.gaps += f.gaps; floor.seconds += f.seconds; floor.posted += f.posted
-        ours.received += o.received; ours.gaps += o.gaps; ours.seconds += o.seconds; ours.posted += o.posted
-        direct.received += d.received; direct.gaps += d.gaps; direct.seconds += d.seconds; direct.posted += d.posted
+        add(&direct, try once(sink: ["bench-sink", name], flood: ["bench-flood", name, "\(count)"], tool: "cnotify-probe", fastPath: "direct"))
     }
     func note(_ r: Run) -> String {
         let lost = Int(r.posted - r.received)
         return lost == 0 ? "delivered = posted (\(Int(r.posted)))"
             : "lost \(lost) of \(Int(r.posted)) (\(Int(r.gaps)) seen as gaps): dbus-daemon drops broadcasts to a receiver whose queue is full"
     }
-    let floorRate = floor.received / max(floor.seconds, 1e-9), ourRate = ours.received / max(ours.seconds, 1e-9)
-    let directRate = direct.received / max(direct.seconds, 1e-9)
+    func rate(_ r: Run) -> Double { r.received / max(r.seconds, 1e-9) / 1000 }
+    func perPost(_ r: Run) -> Double { r.cpuMicros / max(r.posted, 1) }
     return [
-        Metric(label: "floor: 1 poster → 1 observer", value: floorRate / 1000, unit: "k msg/s", reference: nil, goal: .none, note: note(floor)),
-        Metric(label: "C center: 1 poster → 1 observer", value: ourRate / 1000, unit: "k msg/s", reference: floorRate / 1000,
+        Metric(label: "floor: 1 poster → 1 observer", value: rate(floor), unit: "k msg/s", reference: nil, goal: .none, note: note(floor)),
+        Metric(label: "C center: 1 poster → 1 observer", value: rate(ours), unit: "k msg/s", reference: rate(floor),
                goal: .atLeast(1.0), note: note(ours)),
-        Metric(label: "C center, bus copy skipped (direct only)", value: directRate / 1000, unit: "k msg/s",
-               reference: floorRate / 1000, goal: .atLeast(3.0), note: note(direct)),
+        Metric(label: "C center, fast path off (the bus path)", value: rate(busOnly), unit: "k msg/s", reference: rate(floor),
+               goal: .none, note: note(busOnly)),
+        Metric(label: "C center, bus copy skipped (direct only)", value: rate(direct), unit: "k msg/s",
+               reference: rate(floor), goal: .atLeast(3.0), note: note(direct)),
+        Metric(label: "CPU per post, floor (poster + observer + daemon)", value: perPost(floor), unit: "µs", reference: nil, goal: .none),
+        Metric(label: "CPU per post, the bus path", value: perPost(busOnly), unit: "µs", reference: nil, goal: .none),
+        Metric(label: "CPU per post, fast path (default: bus copy too)", value: perPost(ours), unit: "µs",
+               reference: perPost(busOnly), goal: .none, note: "every post still crosses dbus-daemon, for foreign observers"),
+        Metric(label: "CPU per post, fast path, direct only", value: perPost(direct), unit: "µs",
+               reference: perPost(busOnly), goal: .atMost(0.6)),
     ]
 }
 

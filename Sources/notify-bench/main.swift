@@ -95,8 +95,10 @@ do {
 } catch {
     // A suite that cannot run (a missing tool, a child that died) says so instead of trapping.
     FileHandle.standardError.write(Data("notify-bench: \(error)\n".utf8))
+    PlainC.removeLibrary()
     exit(2)
 }
+PlainC.removeLibrary() // nothing of the run outlives it
 // A missed target is reported (✗) in the table; it fails the run only with --strict, so a smoke
 // run (CI's) checks that every suite runs, not this machine's speed that day.
 exit(failed && options.strict ? 1 : 0)

@@ -110,8 +110,8 @@ uint64_t cn_fnv1a64(const char *s, uint64_t basis);
 typedef struct cn_map_node {
     struct cn_map_node *next;
     uint64_t hash;
-    char *key;
     void *value;
+    char key[];                 /* in the node's own allocation: one malloc a key, not two */
 } cn_map_node;
 typedef struct cn_map {
     cn_map_node **buckets;

@@ -39,6 +39,17 @@ static int grow(cn_map *m) {
     return 0;
 }
 
+static cn_map_node *new_node(const char *key, uint64_t h, void *value) {
+    size_t len = strlen(key) + 1;
+    cn_map_node *node = malloc(sizeof *node + len);
+    if (!node) return NULL;
+    node->next = NULL;
+    node->hash = h;
+    node->value = value;
+    memcpy(node->key, key, len);
+    return node;
+}
+
 void **cn_map_upsert(cn_map *m, const char *key) {
     uint64_t h = hash_key(key);
     cn_map_node **p = find(m, key, h);
@@ -47,10 +58,8 @@ void **cn_map_upsert(cn_map *m, const char *key) {
         if (grow(m) != 0) return NULL;
     }
     p = find(m, key, h);
-    cn_map_node *node = malloc(sizeof *node);
-    char *k = strdup(key);
-    if (!node || !k) { free(node); free(k); return NULL; }
-    node->next = NULL; node->hash = h; node->key = k; node->value = NULL;
+    cn_map_node *node = new_node(key, h, NULL);
+    if (!node) return NULL;
     *p = node;
     m->count++;
     return &node->value;
@@ -61,10 +70,8 @@ int cn_map_put(cn_map *m, const char *key, void *value) {
     uint64_t h = hash_key(key);
     cn_map_node **p = find(m, key, h);
     if (*p) { (*p)->value = value; return 0; }
-    cn_map_node *node = malloc(sizeof *node);
-    char *k = strdup(key);
-    if (!node || !k) { free(node); free(k); return -1; }
-    node->next = NULL; node->hash = h; node->key = k; node->value = value;
+    cn_map_node *node = new_node(key, h, value);
+    if (!node) return -1;
     *p = node;
     m->count++;
     return 0;
@@ -76,7 +83,6 @@ void *cn_map_remove(cn_map *m, const char *key) {
     cn_map_node *node = *p;
     void *value = node->value;
     *p = node->next;
-    free(node->key);
     free(node);
     m->count--;
     return value;
@@ -88,7 +94,6 @@ void cn_map_clear(cn_map *m, void (*free_value)(void *)) {
         while (node) {
             cn_map_node *next = node->next;
             if (free_value) free_value(node->value);
-            free(node->key);
             free(node);
             node = next;
         }

@@ -29,9 +29,11 @@ typedef struct cn_entry {
     char *object;              /* NULL: any object */
 } cn_entry;
 typedef struct cn_name_slot {
-    cn_entry **entries;
+    cn_entry **entries;         /* `first` until more than CN_SLOT_INLINE observe the name */
     size_t count, cap;
+    cn_entry *first[2];         /* most names have one or two observers: no second allocation */
 } cn_name_slot;
+#define CN_SLOT_INLINE 2
 typedef struct cn_registry {
     pthread_mutex_t lock;
     pthread_cond_t cond;            /* an invocation ended */

@@ -26,11 +26,16 @@ static void free_entry(cn_entry *e) {
     free(e);
 }
 
+/* A slot whose entries are freed or moved: its array, unless inline, and itself. */
+static void free_slot_only(cn_name_slot *slot) {
+    if (slot->entries != slot->first) free(slot->entries);
+    free(slot);
+}
+
 static void free_slot(void *p) {
     cn_name_slot *slot = p;
     for (size_t i = 0; i < slot->count; i++) free_entry(slot->entries[i]);
-    free(slot->entries);
-    free(slot);
+    free_slot_only(slot);
 }
 
 void cn_registry_free(cn_registry *r) {
@@ -49,10 +54,14 @@ static cn_name_slot *slot_with_room_locked(cn_registry *r, cn_map *m, const char
     if (!slot) {
         slot = calloc(1, sizeof *slot);
         if (!slot || cn_map_put(m, key, slot) != 0) { free(slot); return NULL; }
+        slot->entries = slot->first;
+        slot->cap = CN_SLOT_INLINE;
     }
     if (slot->count == slot->cap) {
-        size_t cap = slot->cap ? slot->cap * 2 : 2;
-        cn_entry **n = realloc(slot->entries, cap * sizeof *n);
+        size_t cap = slot->cap * 2;
+        int inline_now = slot->entries == slot->first;
+        cn_entry **n = inline_now ? malloc(cap * sizeof *n) : realloc(slot->entries, cap * sizeof *n);
+        if (n && inline_now) memcpy(n, slot->first, sizeof slot->first);
         if (!n) {
             if (slot->count == 0) free_slot(cn_map_remove(m, key));
             return NULL;
@@ -136,9 +145,7 @@ static void remove_in_slot_locked(removing *w, int is_namespace, const char *nam
     if (removed) note_key(w->out, name, is_namespace, removed);
     w->out->removed += removed;
     if (keep == 0) { /* its last observer left */
-        cn_name_slot *gone = cn_map_remove(map_of(w->r, is_namespace), name);
-        free(gone->entries);
-        free(gone);
+        free_slot_only(cn_map_remove(map_of(w->r, is_namespace), name));
     }
 }
 
