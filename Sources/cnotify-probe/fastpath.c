@@ -15,6 +15,8 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 #include <darwin_notify.h>
@@ -120,6 +122,93 @@ int cmd_fp_peer(int argc, char **argv) {
             out("unknown command: %s", line);
         }
     }
+    return 0;
+}
+
+/* ---- fp-swarm: many observer processes ---- */
+
+/* What one observer of the swarm tells its parent, in one write (under PIPE_BUF: never split). */
+typedef struct swarm_record {
+    int index, ready;                   /* ready 1: it observes; 0: its result */
+    long got, first_wrong;              /* posts delivered; the first out of order (-1: none) */
+    unsigned long long direct;          /* of them, by the fast path */
+} swarm_record;
+
+static long swarm_got, swarm_first_wrong = -1, swarm_expect;
+static pthread_mutex_t swarm_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t swarm_cond = PTHREAD_COND_INITIALIZER;
+
+static void swarm_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
+    (void)observer; (void)name; (void)object; (void)info;
+    CNotify_post_info post;
+    int numbered = CNotify_center_current_post(c, &post) == NOTIFY_STATUS_OK && post.has_sequence;
+    pthread_mutex_lock(&swarm_lock);
+    swarm_got++;
+    if (swarm_first_wrong < 0 && (!numbered || post.sequence != (uint64_t)swarm_got)) swarm_first_wrong = swarm_got;
+    pthread_cond_broadcast(&swarm_cond);
+    pthread_mutex_unlock(&swarm_lock);
+}
+
+/* One observer: observes NAME until it has EXPECT posts (or 60 s), reports, exits. */
+static int swarm_member(int index, int out, const char *name) {
+    CNotify_center *c = CNotify_center_get_darwin_notify_center();
+    if (CNotify_center_add_observer(c, c, swarm_cb, name) != NOTIFY_STATUS_OK) return 1;
+    swarm_record r = { index, 1, 0, -1, 0 };
+    if (write(out, &r, sizeof r) != (ssize_t)sizeof r) return 1;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 60;
+    pthread_mutex_lock(&swarm_lock);
+    while (swarm_got < swarm_expect && pthread_cond_timedwait(&swarm_cond, &swarm_lock, &deadline) != ETIMEDOUT) {}
+    r.ready = 0;
+    r.got = swarm_got;
+    r.first_wrong = swarm_first_wrong;
+    pthread_mutex_unlock(&swarm_lock);
+    CNotify_fast_path_stats f;
+    CNotify_center_get_fast_path_stats(c, &f);
+    r.direct = (unsigned long long)f.delivered;
+    if (write(out, &r, sizeof r) != (ssize_t)sizeof r) return 1;
+    char buf[64];
+    while (read(0, buf, sizeof buf) > 0) {} /* connected until the swarm's stdin closes */
+    return 0;
+}
+
+/* fp-swarm N NAME EXPECT: N observer processes, forked before any center exists (a connection
+ * never crosses fork), each observing NAME until it has EXPECT posts of it, in order numbered
+ * 1..EXPECT from one poster (or 60 s). Prints "ready N" once all observe, then a line "bad I got=G
+ * first_wrong=W" per observer that did not get exactly that, and "done ok=K of N direct=D"
+ * (D: posts delivered by the fast path, over all). The observers stay (connected, observing)
+ * until its stdin closes, and share its process group. */
+int cmd_fp_swarm(int argc, char **argv) {
+    if (argc < 3) return fail("usage: fp-swarm N NAME EXPECT", NOTIFY_STATUS_INVALID_REQUEST);
+    int n = atoi(argv[0]);
+    swarm_expect = atol(argv[2]);
+    int pipefd[2];
+    if (n <= 0 || swarm_expect <= 0 || pipe(pipefd) != 0) return fail("fp-swarm: bad arguments or no pipe", NOTIFY_STATUS_FAILED);
+    for (int i = 0; i < n; i++) {
+        pid_t pid = fork();
+        if (pid < 0) return fail("fp-swarm: fork", NOTIFY_STATUS_FAILED);
+        if (pid == 0) {
+            close(pipefd[0]);
+            _exit(swarm_member(i, pipefd[1], argv[1]));
+        }
+    }
+    close(pipefd[1]);
+    int ready = 0, results = 0, ok = 0;
+    unsigned long long direct = 0;
+    swarm_record r;
+    while (results < n && read(pipefd[0], &r, sizeof r) == (ssize_t)sizeof r) {
+        if (r.ready) {
+            if (++ready == n) out("ready %d", n);
+            continue;
+        }
+        results++;
+        direct += r.direct;
+        if (r.got == swarm_expect && r.first_wrong < 0) ok++;
+        else out("bad %d got=%ld first_wrong=%ld", r.index, r.got, r.first_wrong);
+    }
+    out("done ok=%d of %d direct=%llu", ok, n, direct);
+    while (waitpid(-1, NULL, 0) > 0) {} /* they leave once our stdin closes */
     return 0;
 }
 

@@ -496,6 +496,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "fp-peer")) return cmd_fp_peer(argc, argv);
     if (!strcmp(cmd, "fp-announce")) return cmd_fp_announce(argc, argv);
     if (!strcmp(cmd, "fp-deaf")) return cmd_fp_deaf(argc, argv);
+    if (!strcmp(cmd, "fp-swarm")) return cmd_fp_swarm(argc, argv);
     if (!strcmp(cmd, "fp-forge")) return cmd_fp_forge(argc, argv);
     fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
     return 64;

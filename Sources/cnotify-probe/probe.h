@@ -16,6 +16,7 @@ int cmd_signal(int argc, char **argv);
 int cmd_fp_peer(int argc, char **argv);
 int cmd_fp_announce(int argc, char **argv);
 int cmd_fp_deaf(int argc, char **argv);
+int cmd_fp_swarm(int argc, char **argv);
 int cmd_fp_forge(int argc, char **argv);
 int cmd_dispatch(int argc, char **argv);
 int cmd_suspend(int argc, char **argv);

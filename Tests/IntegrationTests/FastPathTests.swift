@@ -210,6 +210,32 @@ extension IntegrationSuites {
             _ = try poster.waitForExit()
         }
 
+        @Test("1,000 observer processes: a poster connects to as many as its cap allows (a quarter of its descriptor limit), the others have the bus copies; each observer gets every post once, in order, and nothing fails", .timeLimit(.minutes(5)))
+        func thousandObservers() throws {
+            let big = try TestBus(embeddedLimits: true) // dbus-daemon's built-in limit: 256 connections a user
+            let swarm = try ChildProcess("cnotify-probe", ["fp-swarm", "1000", "fp.swarm", "21"], environment: big.environment, stdin: true)
+            defer { swarm.kill() } // its process group: every observer with it
+            try swarm.waitForLine(timeout: 180) { $0 == "ready 1000" }
+            // The usual descriptor limit of a desktop session, 1,024: the fast path takes at most 256.
+            let poster = try ChildProcess("/usr/bin/prlimit", ["--nofile=1024:1024", "--", ChildProcess.productsDirectory + "/cnotify-probe", "fp-peer"],
+                                          environment: big.environment, stdin: true)
+            defer { poster.kill() }
+            try poster.waitForLine("ready")
+            _ = try command(poster, "post fp.swarm 1") { $0.hasPrefix("posted fp.swarm 1 ") }
+            _ = try command(poster, "peers 256") { $0.hasPrefix("peers ") }
+            _ = try command(poster, "post fp.swarm 20") { $0.hasPrefix("posted fp.swarm 20 ") }
+            let done = try swarm.waitForLine(timeout: 120) { $0.hasPrefix("done ") }
+            #expect(done.hasPrefix("done ok=1000 of 1000 "), "\(done); \(swarm.lines.filter { $0.hasPrefix("bad ") }.prefix(5))")
+            let sent = try stats(poster)
+            #expect(sent["peers"] == 256, "at the cap, no more: \(sent)")
+            #expect(sent["fallbacks"] == 0, "\(sent)")
+            #expect(sent["sent"]! >= 256 * 20, "the 20 posts after it connected went to its 256 peers directly: \(sent)")
+            poster.closeStdin()
+            _ = try poster.waitForExit()
+            swarm.closeStdin()
+            _ = try swarm.waitForExit(timeout: 60)
+        }
+
         @Test("announcements are checked: another process's token under one's own name, a path, an abstract name of one's choosing are refused, and no socket but the observer's own is posted to")
         func announcementsAreChecked() throws {
             let observer = try peer()

@@ -171,9 +171,11 @@ typedef struct cn_bus_fast_hooks {
 void cn_bus_fast_set_hooks(cn_bus *b, const cn_bus_fast_hooks *hooks);
 /* From the receive filter: 1 when `msg` was the fast path's (handled). */
 int cn_bus_fast_receive(cn_bus *b, DBusMessage *msg);
-/* The three rules of the fast path on connection `gen` (no reply awaited). */
+/* The rules every center of the fast path has on connection `gen`: Query and departures (no
+ * reply awaited). A poster's Endpoint rule comes with its first Query (cn_bus_fast_query). */
 void cn_bus_fast_rules(cn_bus *b, uint64_t gen);
 uint32_t cn_bus_fast_announce(cn_bus *b, const char *token, const unsigned char *bitmap, const char *destination);
+/* Loop thread: the Endpoint rule (once per connection), then a Query: every endpoint answers. */
 uint32_t cn_bus_fast_query(cn_bus *b);
 uint32_t cn_bus_fast_sync(cn_bus *b, const char *destination, uint64_t token);
 /* What the bus says connection `unique` is (blocking, loop thread, outside dispatch): 1 if it said. */
@@ -210,6 +212,7 @@ struct cn_bus {
     cn_bus_rules rules;
     cn_map sender_uids;             /* bus_receive.c: unique name -> uid + 1 (loop thread; per connection) */
     cn_bus_fast_hooks fast;         /* bus_fastpath.c: set before the start, then only read */
+    uint64_t fast_endpoint_rule_gen;/* bus_fastpath.c, loop thread: the connection the Endpoint rule is on */
     _Atomic int behind;             /* bus_send.c: the last send left more than CN_OUTGOING_MAX queued */
     /* bus_transport.c, loop thread only: */
     DBusConnection *loop_conn;

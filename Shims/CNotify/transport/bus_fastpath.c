@@ -101,7 +101,22 @@ static DBusMessage *one_value_signal(const char *member, int type, const void *v
     return m;
 }
 
+#define ENDPOINT_RULE "type='signal',path='" CN_PATH "',interface='" CN_FAST_INTERFACE "',member='Endpoint'"
+
 uint32_t cn_bus_fast_query(cn_bus *b) {
+    /* Only a center that posts hears announcements: with every process hearing every other's,
+     * n observers starting would cost the bus n^2 messages. Added before the Query on the same
+     * connection, the rule is in place before any answer. */
+    cn_link_view view;
+    if (cn_link_view_get(b, &view, 0)) {
+        if (b->fast_endpoint_rule_gen != view.gen) {
+            cn_gate_enter(b);
+            dbus_bus_add_match(view.conn, ENDPOINT_RULE, NULL);
+            cn_gate_leave(b);
+            b->fast_endpoint_rule_gen = view.gen;
+        }
+        dbus_connection_unref(view.conn);
+    }
     dbus_uint32_t version = CN_FAST_WIRE_VERSION;
     return send_signal(b, one_value_signal("Query", DBUS_TYPE_UINT32, &version), NULL);
 }
@@ -113,7 +128,6 @@ uint32_t cn_bus_fast_sync(cn_bus *b, const char *destination, uint64_t token) {
 
 void cn_bus_fast_rules(cn_bus *b, uint64_t gen) {
     static const char *const rules[] = {
-        "type='signal',path='" CN_PATH "',interface='" CN_FAST_INTERFACE "',member='Endpoint'",
         "type='signal',path='" CN_PATH "',interface='" CN_FAST_INTERFACE "',member='Query'",
         /* Connections that left (arg2, the new owner, empty): a peer's endpoint goes with it. */
         "type='signal',sender='" DBUS_SERVICE_DBUS "',interface='" DBUS_INTERFACE_DBUS "',member='NameOwnerChanged',arg2=''",

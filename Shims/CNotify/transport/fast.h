@@ -48,6 +48,9 @@ static inline int cn_fast_bit(const unsigned char *bitmap, unsigned bucket) { re
 /* Caps: past them a name falls back to the bus, nothing fails (PROTOCOL.md "Fast path", limits). */
 #define CN_FAST_PEERS_MAX 1024          /* endpoints a poster keeps connections to */
 #define CN_FAST_POSTERS_MAX 1024        /* connections an endpoint keeps from posters */
+/* Either cap is also at most a quarter of the process's descriptor limit (RLIMIT_NOFILE, soft), so
+ * that the fast path never takes the descriptors the program needs: 256 under the usual 1,024. */
+#define CN_FAST_FD_SHARE 4
 #define CN_FAST_QUERIES_MAX 1024        /* queries answered one by one in a round (then one broadcast) */
 #define CN_FAST_RETRY_MS 1000           /* after a failed or dropped connection */
 #define CN_FAST_STALL_MS 50             /* a poster waits at most this for room at an observer that is behind */
@@ -135,6 +138,7 @@ struct cn_fast {
     int epoll_fd;                       /* every descriptor of the fast path: one for the loop */
     _Atomic int source_added;
     _Atomic int enabled;                /* CNOTIFY_FAST_PATH_OFF, _ON or _DIRECT */
+    size_t fd_cap;                      /* connections either side keeps (CN_FAST_FD_SHARE), at creation */
     cn_fast_endpoint endpoint;
     cn_fast_peers peers;
     _Atomic uint64_t fast_sent, fast_delivered, duplicates, fallbacks, refused, bus_skipped;

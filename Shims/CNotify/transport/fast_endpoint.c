@@ -248,7 +248,7 @@ static void accept_posters(cn_fast *f) {
         struct ucred cred;
         socklen_t len = sizeof cred;
         cn_fast_poster *p = NULL;
-        if (live < CN_FAST_POSTERS_MAX && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0
+        if (live < f->fd_cap && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0
             && e->nposters < 4 * CN_FAST_POSTERS_MAX && (p = calloc(1, sizeof *p))) {
             p->io.fd = fd;
             p->io.kind = CN_FAST_FD_POSTER;

@@ -107,7 +107,7 @@ void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const
     for (size_t i = 0; i < CN_FAST_BITMAP_BYTES && !observes; i++) observes = bitmap[i] != 0;
     pthread_mutex_lock(&p->lock);
     cn_fast_peer *peer = find_locked(p, sender, NULL);
-    if (!peer && p->npeers < CN_FAST_PEERS_MAX) { /* past the cap: that observer has the bus copies */
+    if (!peer && p->npeers < f->fd_cap) { /* past the cap: that observer has the bus copies */
         if (p->npeers == p->cap) {
             size_t cap = p->cap ? 2 * p->cap : 16;
             cn_fast_peer **list = realloc(p->peers, cap * sizeof *list);

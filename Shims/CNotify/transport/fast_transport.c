@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include "fast.h"
 
@@ -233,6 +234,10 @@ cn_transport *cn_fast_transport_new(const char *spec, int resolved, cn_bus_kind 
     const char *env = getenv("DARWIN_NOTIFY_FAST_PATH");
     atomic_init(&f->enabled, !env ? CNOTIFY_FAST_PATH_ON : strcmp(env, "0") == 0 ? CNOTIFY_FAST_PATH_OFF
                              : strcmp(env, "direct") == 0 ? CNOTIFY_FAST_PATH_DIRECT : CNOTIFY_FAST_PATH_ON);
+    struct rlimit files;
+    size_t share = getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+                   ? (size_t)(files.rlim_cur / CN_FAST_FD_SHARE) : CN_FAST_PEERS_MAX;
+    f->fd_cap = share < CN_FAST_PEERS_MAX ? share : CN_FAST_PEERS_MAX;
     cn_endpoint_init(&f->endpoint);
     cn_peers_init(&f->peers);
     cn_bus_fast_hooks hooks = { f, hook_endpoint, hook_query, hook_sync, hook_name_lost };

@@ -12,14 +12,15 @@ final class TestBus: Sendable {
     private let config: String
     private let daemon = Mutex<ChildProcess?>(nil)
 
-    init() throws {
+    /// `embeddedLimits`: the embedded bus's limits (4,096 connections of one user) instead of
+    /// dbus-daemon's built-in ones (256 connections of one user; 512 rules per connection: the
+    /// catch-all test meets it).
+    init(embeddedLimits: Bool = false) throws {
         directory = try makeTemporaryDirectory("bus")
         let socket = directory + "/bus"
         address = "unix:path=" + socket
         config = directory + "/bus.conf"
-        // The embedded bus's configuration, with dbus-daemon's built-in limits (512 rules per
-        // connection: the catch-all test meets it).
-        try EmbeddedBus.configuration(listen: address).write(toFile: config, atomically: true, encoding: .utf8)
+        try EmbeddedBus.configuration(listen: address, embeddedLimits: embeddedLimits).write(toFile: config, atomically: true, encoding: .utf8)
         try start()
     }
 
