@@ -54,6 +54,7 @@ static void print_stats(CNotify_center *c) {
 
 /* fp-peer: commands on stdin, one per line, each answered on stdout:
  *   observe NAME          -> "observing NAME"; then "got NAME SEQ" per delivery
+ *   observe-ns NS         -> "observing-ns NS"; then "got NAME SEQ" per delivery of a name under NS
  *   post NAME N           -> posts N times; "posted NAME N us=ELAPSED"
  *   alternate A B N K     -> posts A, B, A, B ... N pairs, the fast path off and on again every K
  *                            pairs; "alternated N"
@@ -72,7 +73,11 @@ int cmd_fp_peer(int argc, char **argv) {
         line[strcspn(line, "\n")] = '\0';
         char a[600] = "", b[600] = "";
         long n = 0, k = 0;
-        if (sscanf(line, "observe %599s", a) == 1) {
+        if (sscanf(line, "observe-ns %599s", a) == 1) {
+            uint32_t st = CNotify_center_add_namespace_observer(c, c, peer_cb, a);
+            if (st) return fail("add_namespace_observer", st);
+            out("observing-ns %s", a);
+        } else if (sscanf(line, "observe %599s", a) == 1) {
             uint32_t st = CNotify_center_add_observer(c, c, peer_cb, a);
             if (st) return fail("add_observer", st);
             out("observing %s", a);

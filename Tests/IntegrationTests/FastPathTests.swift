@@ -236,6 +236,25 @@ extension IntegrationSuites {
             _ = try swarm.waitForExit(timeout: 60)
         }
 
+        @Test("a namespace observer is announced by its namespace: the posts under it come directly, in order, once; the posts of other names are not sent to it at all")
+        func namespacesDirect() throws {
+            let observer = try peer()
+            _ = try command(observer, "observe-ns fp.ns") { $0 == "observing-ns fp.ns" }
+            let poster = try peer()
+            try connect(poster, "fp.ns.a", peers: 1)
+            // 200 posts under the namespace, 200 of names it does not observe, in turn.
+            _ = try command(poster, "rotate 200 fp.ns.b fp.other fp.nsx") { $0 == "rotated 200" }
+            try observer.waitForLine(timeout: 60) { $0 == "got fp.ns.b 200" }
+            #expect(received(observer, "fp.ns.b") == Array(1...200))
+            #expect(received(observer, "fp.other").isEmpty && received(observer, "fp.nsx").isEmpty)
+            let sent = try stats(poster), seen = try stats(observer)
+            // Announced as every bucket (0.5.0), each of the 600 posts went to it: 200 sent directly is
+            // the namespace's only (fp.nsx shares its first letters, not the namespace).
+            #expect(sent["sent"] == 200, "only the namespace's posts: \(sent)")
+            #expect(seen["fast_delivered"]! >= 200 && seen["gaps"] == 0, "\(seen)")
+            for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
+        }
+
         @Test("announcements are checked: another process's token under one's own name, a path, an abstract name of one's choosing are refused, and no socket but the observer's own is posted to")
         func announcementsAreChecked() throws {
             let observer = try peer()

@@ -160,10 +160,15 @@ void cn_rules_remove(cn_bus *b, const char *key, cn_key_kind kind, uint64_t gen)
 #define CN_FAST_INTERFACE "org.darwinnotify.FastPath"
 #define CN_FAST_WIRE_VERSION 1
 #define CN_FAST_BITMAP_BYTES 512        /* one bit per bucket */
+#define CN_FAST_NAMESPACES_MAX 32       /* namespaces an Endpoint names; past that, every bucket */
 /* What the bus hands the fast path, on the loop thread from libdbus's dispatch: each only notes. */
 typedef struct cn_bus_fast_hooks {
     void *ctx;                          /* NULL: no fast path */
-    void (*endpoint)(void *ctx, const char *sender, const char *token, const unsigned char *bitmap);
+    /* `namespaces`: the observed namespaces it announced (n of them, valid, at most
+     * CN_FAST_NAMESPACES_MAX), pointing into the message: copied if kept. */
+    void (*endpoint)(void *ctx, const char *sender, const char *token, const unsigned char *bitmap,
+                     const char *const *namespaces, size_t n);
+    void (*refused)(void *ctx);         /* an Endpoint that breaks the contract */
     void (*query)(void *ctx, const char *sender);
     void (*sync)(void *ctx, const char *sender, uint64_t token);
     void (*name_lost)(void *ctx, const char *unique);
@@ -174,7 +179,8 @@ int cn_bus_fast_receive(cn_bus *b, DBusMessage *msg);
 /* The rules every center of the fast path has on connection `gen`: Query and departures (no
  * reply awaited). A poster's Endpoint rule comes with its first Query (cn_bus_fast_query). */
 void cn_bus_fast_rules(cn_bus *b, uint64_t gen);
-uint32_t cn_bus_fast_announce(cn_bus *b, const char *token, const unsigned char *bitmap, const char *destination);
+uint32_t cn_bus_fast_announce(cn_bus *b, const char *token, const unsigned char *bitmap, const char *const *namespaces,
+                              size_t n, const char *destination);
 /* Loop thread: the Endpoint rule (once per connection), then a Query: every endpoint answers. */
 uint32_t cn_bus_fast_query(cn_bus *b);
 uint32_t cn_bus_fast_sync(cn_bus *b, const char *destination, uint64_t token);

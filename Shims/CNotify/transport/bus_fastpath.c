@@ -16,6 +16,26 @@ static int is_own(cn_bus *b, const char *sender) {
     return cn_bus_fast_unique_name(b, own) && strcmp(own, sender) == 0;
 }
 
+/* The Endpoint's optional fourth argument, `as namespaces`: 1 with none, or with at most
+ * CN_FAST_NAMESPACES_MAX valid ones; 0 for anything else (refused). */
+static int read_namespaces(DBusMessage *msg, const char **out, size_t *n) {
+    DBusMessageIter it, list;
+    *n = 0;
+    if (!dbus_message_iter_init(msg, &it) || !dbus_message_iter_next(&it) || !dbus_message_iter_next(&it)
+        || !dbus_message_iter_next(&it))
+        return 1; /* token, buckets, version: nothing after them */
+    if (dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_ARRAY || dbus_message_iter_get_element_type(&it) != DBUS_TYPE_STRING)
+        return 0;
+    dbus_message_iter_recurse(&it, &list);
+    for (; dbus_message_iter_get_arg_type(&list) == DBUS_TYPE_STRING; dbus_message_iter_next(&list)) {
+        const char *ns;
+        dbus_message_iter_get_basic(&list, &ns);
+        if (*n == CN_FAST_NAMESPACES_MAX || cn_validate_namespace(ns) != NOTIFY_STATUS_OK) return 0;
+        out[(*n)++] = ns;
+    }
+    return 1;
+}
+
 int cn_bus_fast_receive(cn_bus *b, DBusMessage *msg) {
     if (!b->fast.ctx || dbus_message_get_type(msg) != DBUS_MESSAGE_TYPE_SIGNAL) return 0;
     const char *sender = dbus_message_get_sender(msg);
@@ -37,10 +57,14 @@ int cn_bus_fast_receive(cn_bus *b, DBusMessage *msg) {
         const unsigned char *bitmap;
         int len = 0;
         dbus_uint32_t version = 0;
-        if (dbus_message_get_args(msg, NULL, DBUS_TYPE_STRING, &token, DBUS_TYPE_ARRAY, DBUS_TYPE_BYTE, &bitmap, &len,
-                                  DBUS_TYPE_UINT32, &version, DBUS_TYPE_INVALID)
-            && version == CN_FAST_WIRE_VERSION && len == CN_FAST_BITMAP_BYTES)
-            b->fast.endpoint(b->fast.ctx, sender, token, bitmap);
+        const char *namespaces[CN_FAST_NAMESPACES_MAX];
+        size_t n = 0;
+        if (!dbus_message_get_args(msg, NULL, DBUS_TYPE_STRING, &token, DBUS_TYPE_ARRAY, DBUS_TYPE_BYTE, &bitmap, &len,
+                                   DBUS_TYPE_UINT32, &version, DBUS_TYPE_INVALID)
+            || version != CN_FAST_WIRE_VERSION || len != CN_FAST_BITMAP_BYTES)
+            return 1; /* not one we can read: that observer has the bus copies */
+        if (read_namespaces(msg, namespaces, &n)) b->fast.endpoint(b->fast.ctx, sender, token, bitmap, namespaces, n);
+        else b->fast.refused(b->fast.ctx);
     } else if (dbus_message_has_member(msg, "Query")) {
         b->fast.query(b->fast.ctx, sender);
     } else if (dbus_message_has_member(msg, "Sync")) {
@@ -80,11 +104,15 @@ static uint32_t send_signal(cn_bus *b, DBusMessage *m, const char *destination) 
     return sent ? NOTIFY_STATUS_OK : NOTIFY_STATUS_FAILED;
 }
 
-uint32_t cn_bus_fast_announce(cn_bus *b, const char *token, const unsigned char *bitmap, const char *destination) {
+uint32_t cn_bus_fast_announce(cn_bus *b, const char *token, const unsigned char *bitmap, const char *const *namespaces,
+                              size_t n, const char *destination) {
     DBusMessage *m = dbus_message_new_signal(CN_PATH, CN_FAST_INTERFACE, "Endpoint");
     dbus_uint32_t version = CN_FAST_WIRE_VERSION;
-    if (m && !dbus_message_append_args(m, DBUS_TYPE_STRING, &token, DBUS_TYPE_ARRAY, DBUS_TYPE_BYTE, &bitmap,
-                                       CN_FAST_BITMAP_BYTES, DBUS_TYPE_UINT32, &version, DBUS_TYPE_INVALID)) {
+    int ok = m && dbus_message_append_args(m, DBUS_TYPE_STRING, &token, DBUS_TYPE_ARRAY, DBUS_TYPE_BYTE, &bitmap,
+                                           CN_FAST_BITMAP_BYTES, DBUS_TYPE_UINT32, &version, DBUS_TYPE_INVALID);
+    if (ok && n) /* none: the argument is left out, as a 0.5.0 observer sends it */
+        ok = dbus_message_append_args(m, DBUS_TYPE_ARRAY, DBUS_TYPE_STRING, &namespaces, (int)n, DBUS_TYPE_INVALID);
+    if (m && !ok) {
         dbus_message_unref(m);
         m = NULL;
     }

@@ -70,7 +70,8 @@ typedef struct cn_fast_poster cn_fast_poster;
 typedef struct cn_fast_endpoint {
     pthread_mutex_t lock;               /* counts, wildcards, announce_due (a leaf) */
     unsigned counts[CN_BUCKET_MASK + 1];/* subscriptions per bucket */
-    unsigned wildcards;                 /* namespace subscriptions: every bucket */
+    cn_map namespaces;                  /* namespace -> its subscriptions (a count): announced by name,
+                                         * every bucket past CN_FAST_NAMESPACES_MAX of them */
     _Atomic int announce_due;           /* the buckets changed: broadcast them at the next round */
     /* loop thread only: */
     cn_fast_fd listen;                  /* fd -1 until the first subscription */
@@ -122,7 +123,8 @@ int cn_peers_is_ready(const cn_fast_peer *peer);
  * disconnected (the bus copies from then on). */
 void cn_peers_await_room(cn_fast *f);
 /* Loop thread. */
-void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const unsigned char *bitmap);
+void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const unsigned char *bitmap,
+                        const char *const *namespaces, size_t n);
 void cn_peers_gone(cn_fast *f, const char *unique);
 void cn_peers_disconnected(cn_fast *f);
 void cn_peers_prepare(cn_fast *f, int *timeout_ms);

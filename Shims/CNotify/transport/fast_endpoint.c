@@ -94,6 +94,7 @@ void cn_endpoint_free(cn_fast *f) {
     while (e->nposters) drop_poster(f, e->posters[e->nposters - 1]);
     free(e->posters);
     cn_map_clear(&e->by_sender, NULL);
+    cn_map_clear(&e->namespaces, NULL);
     free(e->queries);
     if (e->listen.fd >= 0) close(e->listen.fd);
     pthread_mutex_destroy(&e->lock);
@@ -103,9 +104,17 @@ void cn_endpoint_subscribed(cn_fast *f, const char *key, cn_key_kind kind, int d
     cn_fast_endpoint *e = &f->endpoint;
     if (kind == CN_KEY_DISTRIBUTED) return; /* distributed notifications stay on the bus */
     pthread_mutex_lock(&e->lock);
-    unsigned *count = kind == CN_KEY_NAMESPACE ? &e->wildcards : &e->counts[cn_fast_bucket(key)];
-    if (delta > 0) (*count)++;
-    else if (*count > 0) (*count)--;
+    if (kind == CN_KEY_NAMESPACE) {
+        void **slot = cn_map_upsert(&e->namespaces, key);
+        uintptr_t n = slot ? (uintptr_t)*slot : 0;
+        if (slot && delta > 0) *slot = (void *)(n + 1);
+        else if (slot && n > 1) *slot = (void *)(n - 1);
+        else cn_map_remove(&e->namespaces, key); /* its last one (or out of memory: not announced) */
+    } else {
+        unsigned *count = &e->counts[cn_fast_bucket(key)];
+        if (delta > 0) (*count)++;
+        else if (*count > 0) (*count)--;
+    }
     atomic_store(&e->announce_due, 1);
     pthread_mutex_unlock(&e->lock);
     cn_loop_wake(f->loop);
@@ -115,19 +124,44 @@ void cn_endpoint_reset_counts(cn_fast *f) {
     cn_fast_endpoint *e = &f->endpoint;
     pthread_mutex_lock(&e->lock);
     memset(e->counts, 0, sizeof e->counts);
-    e->wildcards = 0;
+    cn_map_clear(&e->namespaces, NULL);
     atomic_store(&e->announce_due, 1);
     pthread_mutex_unlock(&e->lock);
 }
 
-/* The bitmap under endpoint.lock; returns whether anything is observed. */
-static int bitmap_locked(cn_fast_endpoint *e, unsigned char out[CN_FAST_BITMAP_BYTES]) {
+/* What an Endpoint announces, copied out under endpoint.lock (then sent with no lock held). */
+typedef struct announcement {
+    unsigned char bitmap[CN_FAST_BITMAP_BYTES];
+    char names[CN_FAST_NAMESPACES_MAX][256];
+    const char *namespaces[CN_FAST_NAMESPACES_MAX];
+    size_t n;
+} announcement;
+
+static void add_namespace(const char *key, void *value, void *arg) {
+    (void)value;
+    announcement *a = arg;
+    if (a->n < CN_FAST_NAMESPACES_MAX) {
+        snprintf(a->names[a->n], sizeof a->names[a->n], "%s", key); /* at most 255 bytes: validated */
+        a->namespaces[a->n] = a->names[a->n];
+    }
+    a->n++;
+}
+
+/* The buckets and namespaces under endpoint.lock; returns whether anything is observed. Each
+ * namespace is announced by name (a poster sends its posts directly); past CN_FAST_NAMESPACES_MAX
+ * of them, every bucket is announced instead. */
+static int announcement_locked(cn_fast_endpoint *e, announcement *out) {
     assert(cn_mutex_is_held(&e->lock));
-    int any = e->wildcards > 0;
-    memset(out, e->wildcards ? 0xff : 0, CN_FAST_BITMAP_BYTES);
-    if (e->wildcards) return 1;
+    memset(out->bitmap, 0, CN_FAST_BITMAP_BYTES);
+    out->n = 0;
+    int any = e->namespaces.count > 0;
     for (unsigned b = 0; b <= CN_BUCKET_MASK; b++)
-        if (e->counts[b]) { out[b >> 3] |= (unsigned char)(1u << (b & 7)); any = 1; }
+        if (e->counts[b]) { out->bitmap[b >> 3] |= (unsigned char)(1u << (b & 7)); any = 1; }
+    cn_map_each(&e->namespaces, add_namespace, out);
+    if (out->n > CN_FAST_NAMESPACES_MAX) {
+        memset(out->bitmap, 0xff, CN_FAST_BITMAP_BYTES);
+        out->n = 0;
+    }
     return any;
 }
 
@@ -157,9 +191,9 @@ void cn_endpoint_prepare(cn_fast *f) {
     if (e->listen.fd < 0 && !atomic_load(&f->enabled)) return;
     int due = atomic_exchange(&e->announce_due, 0);
     if (!due && !e->nqueries && !e->broadcast_answer) return; /* most rounds: nothing changed, nobody asked */
-    unsigned char bitmap[CN_FAST_BITMAP_BYTES];
+    announcement a;
     pthread_mutex_lock(&e->lock);
-    int any = bitmap_locked(e, bitmap);
+    int any = announcement_locked(e, &a);
     pthread_mutex_unlock(&e->lock);
     if (e->listen.fd < 0) {
         if (!any) return;
@@ -169,13 +203,14 @@ void cn_endpoint_prepare(cn_fast *f) {
         }
         due = 1;
     }
-    if (due && cn_bus_fast_announce(f->bus_impl, e->token, bitmap, NULL) != NOTIFY_STATUS_OK)
+    if (due && cn_bus_fast_announce(f->bus_impl, e->token, a.bitmap, a.namespaces, a.n, NULL) != NOTIFY_STATUS_OK)
         atomic_store(&e->announce_due, 1); /* once reconnected */
     if (e->broadcast_answer) { /* more queries than we keep: one broadcast answers them all */
-        cn_bus_fast_announce(f->bus_impl, e->token, bitmap, NULL);
+        cn_bus_fast_announce(f->bus_impl, e->token, a.bitmap, a.namespaces, a.n, NULL);
         e->broadcast_answer = 0;
     } else {
-        for (size_t i = 0; i < e->nqueries; i++) cn_bus_fast_announce(f->bus_impl, e->token, bitmap, e->queries[i]);
+        for (size_t i = 0; i < e->nqueries; i++)
+            cn_bus_fast_announce(f->bus_impl, e->token, a.bitmap, a.namespaces, a.n, e->queries[i]);
     }
     for (size_t i = 0; i < e->nqueries; i++) free(e->queries[i]);
     e->nqueries = 0;

@@ -32,7 +32,9 @@ struct cn_fast_peer {
     char unique[256];
     char token[CN_FAST_TOKEN_LEN + 1];
     unsigned char bitmap[CN_FAST_BITMAP_BYTES];
-    int observes;                       /* any bit set */
+    char **namespaces;                  /* announced with the bitmap: their posts go directly too */
+    size_t nnamespaces;
+    int observes;                       /* any bit set, or a namespace */
     uid_t uid;                          /* the listener's, from the kernel */
     uint64_t retry_at;                  /* ms; 0: connect at the next round */
     uint64_t behind_since;              /* ms: its socket had no room for a post; 0: keeping up */
@@ -70,10 +72,32 @@ static void disconnect_locked(cn_fast *f, cn_fast_peer *peer, uint64_t retry_at)
     if (peer->observes) connect_due_locked(f, retry_at);
 }
 
+static void free_namespaces(cn_fast_peer *peer) {
+    for (size_t i = 0; i < peer->nnamespaces; i++) free(peer->namespaces[i]);
+    free(peer->namespaces);
+    peer->namespaces = NULL;
+    peer->nnamespaces = 0;
+}
+
+/* Whether `name` is `ns` or under it (`ns.` and more). */
+static int under(const char *name, const char *ns) {
+    size_t len = strlen(ns);
+    return strncmp(name, ns, len) == 0 && (name[len] == '\0' || name[len] == '.');
+}
+
+/* Whether the peer observes something of `bucket`, or a namespace `name` is under. */
+static int wants(const cn_fast_peer *peer, unsigned bucket, const char *name) {
+    if (cn_fast_bit(peer->bitmap, bucket)) return 1;
+    for (size_t i = 0; i < peer->nnamespaces; i++)
+        if (under(name, peer->namespaces[i])) return 1;
+    return 0;
+}
+
 static void remove_locked(cn_fast *f, size_t i) {
     cn_fast_peers *p = &f->peers;
     assert(cn_mutex_is_held(&p->lock));
     disconnect_locked(f, p->peers[i], 0);
+    free_namespaces(p->peers[i]);
     free(p->peers[i]);
     p->peers[i] = p->peers[--p->npeers];
 }
@@ -97,13 +121,31 @@ static cn_fast_peer *find_locked(cn_fast_peers *p, const char *unique, size_t *i
     return NULL;
 }
 
-void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const unsigned char *bitmap) {
+/* Copies of `namespaces` (NULL with n 0); -1 when out of memory. */
+static int copy_namespaces(const char *const *namespaces, size_t n, char ***out) {
+    *out = NULL;
+    if (n == 0) return 0;
+    char **copy = calloc(n, sizeof *copy);
+    for (size_t i = 0; copy && i < n; i++)
+        if (!(copy[i] = strdup(namespaces[i]))) {
+            while (i) free(copy[--i]);
+            free(copy);
+            copy = NULL;
+        }
+    *out = copy;
+    return copy ? 0 : -1;
+}
+
+void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const unsigned char *bitmap,
+                        const char *const *namespaces, size_t n) {
     cn_fast_peers *p = &f->peers;
+    char **copies = NULL;
     if (!cn_fast_token_valid(token) || strlen(sender) >= 256) {
         atomic_fetch_add(&f->refused, 1); /* not one of our tokens: no socket of anyone's is named */
         return;
     }
-    int observes = 0;
+    if (copy_namespaces(namespaces, n, &copies) != 0) return; /* out of memory: the bus copies */
+    int observes = n > 0;
     for (size_t i = 0; i < CN_FAST_BITMAP_BYTES && !observes; i++) observes = bitmap[i] != 0;
     pthread_mutex_lock(&p->lock);
     cn_fast_peer *peer = find_locked(p, sender, NULL);
@@ -129,12 +171,24 @@ void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const
          * copy of the next could overtake them. A new connection brings a new barrier (Sync). */
         int gained = 0;
         for (size_t i = 0; i < CN_FAST_BITMAP_BYTES && !gained; i++) gained = (bitmap[i] & ~peer->bitmap[i]) != 0;
+        for (size_t i = 0; i < n && !gained; i++) { /* a namespace it did not observe is a gain too */
+            gained = 1;
+            for (size_t k = 0; k < peer->nnamespaces && gained; k++) gained = strcmp(namespaces[i], peer->namespaces[k]) != 0;
+        }
         if (gained && peer->state == K_READY) disconnect_locked(f, peer, 0);
         memcpy(peer->bitmap, bitmap, CN_FAST_BITMAP_BYTES);
+        free_namespaces(peer);
+        peer->namespaces = copies;
+        peer->nnamespaces = n;
+        copies = NULL;
         peer->observes = observes;
         if (peer->state == K_KNOWN && observes && peer->retry_at != UINT64_MAX) connect_due_locked(f, peer->retry_at);
     }
     pthread_mutex_unlock(&p->lock);
+    if (copies) { /* not kept (past the cap, or out of memory) */
+        for (size_t i = 0; i < n; i++) free(copies[i]);
+        free(copies);
+    }
 }
 
 void cn_peers_gone(cn_fast *f, const char *unique) {
@@ -371,7 +425,7 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
     pthread_mutex_lock(&p->lock);
     for (size_t i = 0; n && i < p->npeers; i++) {
         cn_fast_peer *peer = p->peers[i];
-        if (peer->state != K_READY || !cn_fast_bit(peer->bitmap, bucket)) continue;
+        if (peer->state != K_READY || !wants(peer, bucket, post->name)) continue;
         /* user.uid.N: to N's processes (and root's) only, as no other may need it. */
         if (restricted && peer->uid != owner && peer->uid != 0) continue;
         if (peer->behind_since && !resync_locked(f, peer)) { /* still no room: the bus copy */

@@ -55,9 +55,11 @@ static void on_disconnected(void *ctx) {
 
 /* ---- the bus's fast-path signals (bus_fastpath.c), loop thread ---- */
 
-static void hook_endpoint(void *ctx, const char *sender, const char *token, const unsigned char *bitmap) {
-    cn_peers_announced(ctx, sender, token, bitmap);
+static void hook_endpoint(void *ctx, const char *sender, const char *token, const unsigned char *bitmap,
+                          const char *const *namespaces, size_t n) {
+    cn_peers_announced(ctx, sender, token, bitmap, namespaces, n);
 }
+static void hook_refused(void *ctx) { atomic_fetch_add(&((cn_fast *)ctx)->refused, 1); }
 static void hook_query(void *ctx, const char *sender) { cn_endpoint_query(ctx, sender); }
 static void hook_sync(void *ctx, const char *sender, uint64_t token) { cn_endpoint_sync(ctx, sender, token); }
 static void hook_name_lost(void *ctx, const char *unique) {
@@ -240,7 +242,7 @@ cn_transport *cn_fast_transport_new(const char *spec, int resolved, cn_bus_kind 
     f->fd_cap = share < CN_FAST_PEERS_MAX ? share : CN_FAST_PEERS_MAX;
     cn_endpoint_init(&f->endpoint);
     cn_peers_init(&f->peers);
-    cn_bus_fast_hooks hooks = { f, hook_endpoint, hook_query, hook_sync, hook_name_lost };
+    cn_bus_fast_hooks hooks = { f, hook_endpoint, hook_refused, hook_query, hook_sync, hook_name_lost };
     cn_bus_fast_set_hooks(f->bus_impl, &hooks);
     return &f->base;
 }
