@@ -45,11 +45,12 @@ static void print_stats(CNotify_center *c) {
     CNotify_center_get_fast_path_stats(c, &f);
     CNotify_center_get_stats(c, &s);
     out("stats enabled=%d peers=%llu sent=%llu fast_delivered=%llu duplicates=%llu fallbacks=%llu refused=%llu "
-        "bus_skipped=%llu delivered=%llu gaps=%llu rejected=%llu",
+        "bus_skipped=%llu delivered=%llu gaps=%llu rejected=%llu reconnects=%llu",
         f.enabled, (unsigned long long)f.peers, (unsigned long long)f.sent, (unsigned long long)f.delivered,
         (unsigned long long)f.duplicates, (unsigned long long)f.fallbacks, (unsigned long long)f.refused,
         (unsigned long long)f.bus_skipped,
-        (unsigned long long)s.delivered, (unsigned long long)s.gaps, (unsigned long long)s.rejected);
+        (unsigned long long)s.delivered, (unsigned long long)s.gaps, (unsigned long long)s.rejected,
+        (unsigned long long)s.reconnects);
 }
 
 /* fp-peer: commands on stdin, one per line, each answered on stdout:
@@ -62,7 +63,7 @@ static void print_stats(CNotify_center *c) {
  *   fast on|off|direct    -> "fast on|off|direct"
  *   peers N               -> waits (posting nothing) up to 10 s for N connected peers; "peers P"
  *   stats                 -> "stats enabled=… peers=… sent=… fast_delivered=… duplicates=…
- *                            fallbacks=… refused=… delivered=… gaps=… rejected=…"
+ *                            fallbacks=… refused=… delivered=… gaps=… rejected=… reconnects=…"
  * Ends when stdin closes. */
 int cmd_fp_peer(int argc, char **argv) {
     (void)argc; (void)argv;

@@ -343,5 +343,29 @@ extension IntegrationSuites {
             #expect(all == Array(102...302) + Array(1...101), "\(all.suffix(5))")
             for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
         }
+
+        @Test("the bus daemon killed and started again: both ends reconnect, the poster connects to the observer again by itself, and every post made on either side of it is delivered once, in order")
+        func daemonRestarts() throws {
+            let observer = try peer()
+            _ = try command(observer, "observe fp.restart") { $0 == "observing fp.restart" }
+            let poster = try peer()
+            try connect(poster, "fp.restart", peers: 1)
+            _ = try command(poster, "post fp.restart 100") { $0.hasPrefix("posted fp.restart 100 ") }
+            try observer.waitForLine(timeout: 30) { $0 == "got fp.restart 101" }
+            try bus.restart()
+            try repeatUntil("both ends to reconnect", action: {}, done: {
+                ((try? stats(poster))?["reconnects"] ?? 0) >= 1 && ((try? stats(observer))?["reconnects"] ?? 0) >= 1
+            })
+            // No post needed: a reconnected poster asks again (Query) and connects.
+            let again = try command(poster, "peers 1") { $0.hasPrefix("peers ") }
+            #expect(again == "peers 1")
+            let before = try stats(observer)["fast_delivered"]!
+            _ = try command(poster, "post fp.restart 100") { $0.hasPrefix("posted fp.restart 100 ") }
+            try observer.waitForLine(timeout: 30) { $0 == "got fp.restart 201" }
+            #expect(received(observer, "fp.restart") == Array(1...201))
+            let seen = try stats(observer)
+            #expect(seen["fast_delivered"]! - before >= 90 && seen["gaps"] == 0, "directly again after the restart: \(seen)")
+            for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
+        }
     }
 }
