@@ -15,6 +15,8 @@ enum PingPong {
         case cCallback = "C callback (CNotify)"
         /// The same with the fast path off in both processes: the bus path, in the same run.
         case cBusOnly = "C callback, bus only (fast path off)"
+        /// Both processes opted into direct only: no bus copies to read, route and drop.
+        case cDirectOnly = "C callback, direct only (no bus copy)"
         case swiftClosure = "Swift closure (DarwinNotify)"
         case swiftDirect = "Swift closure, queue: nil"
         case swiftAsync = "Swift AsyncSequence, its executor"
@@ -49,6 +51,7 @@ enum PingPong {
         case .floor: echo = try Child("dbus-floor", ["echo", ping, pong], environment: env)
         case .cCallback: echo = try Child("cnotify-probe", ["bench-echo", ping, pong], environment: env)
         case .cBusOnly: echo = try Child("cnotify-probe", ["bench-echo", ping, pong], environment: env.merging(["DARWIN_NOTIFY_FAST_PATH": "0"]) { $1 })
+        case .cDirectOnly: echo = try Child("cnotify-probe", ["bench-echo", ping, pong], environment: env.merging(["DARWIN_NOTIFY_FAST_PATH": "direct"]) { $1 })
         case .swiftClosure: echo = try Child("notify-bench", ["_swift-echo", ping, pong], environment: env)
         case .swiftAsync: echo = try Child("notify-bench", ["_swift-echo-async", ping, pong], environment: env)
         case .swiftAsyncPlain: echo = try Child("notify-bench", ["_swift-echo-async-plain", ping, pong], environment: env)
@@ -67,6 +70,9 @@ enum PingPong {
         case .cBusOnly:
             rtts = try parse(Child("cnotify-probe", ["bench-ping", ping, pong, "\(total)"],
                                    environment: env.merging(["DARWIN_NOTIFY_FAST_PATH": "0"]) { $1 }).readToEnd())
+        case .cDirectOnly:
+            rtts = try parse(Child("cnotify-probe", ["bench-ping", ping, pong, "\(total)"],
+                                   environment: env.merging(["DARWIN_NOTIFY_FAST_PATH": "direct"]) { $1 }).readToEnd())
         case .swiftClosure: rtts = try swiftClosurePing(bus: bus, count: total, queue: DispatchQueue(label: "bench.pong"))
         case .swiftDirect: rtts = try swiftClosurePing(bus: bus, count: total, queue: nil)
         case .swiftAsync: rtts = try await swiftAsyncPing(bus: bus, count: total, preferred: true)

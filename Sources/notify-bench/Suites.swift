@@ -33,6 +33,8 @@ func latencySuite(_ options: Options) async throws -> [Row] {
         Row(label: PingPong.Variant.cCallback.rawValue, samples: c, reference: floor.p50, target: 0.50,
             extraCheck: ("p99 ≤ 0.5× floor p99", c.p99 <= 0.5 * floor.p99)),
         Row(label: PingPong.Variant.cBusOnly.rawValue, samples: results[.cBusOnly]!, reference: floor.p50, target: nil),
+        Row(label: PingPong.Variant.cDirectOnly.rawValue, samples: results[.cDirectOnly]!, reference: floor.p50, target: nil,
+            extraCheck: ("p99 ≤ 0.5× floor p99", results[.cDirectOnly]!.p99 <= 0.5 * floor.p99)),
         Row(label: PingPong.Variant.swiftClosure.rawValue, samples: swift, reference: floor.p50, target: 1.20,
             extraCheck: ("p99 ≤ 2× own p50", swift.p99 <= 2 * swift.p50)),
         Row(label: PingPong.Variant.swiftAsync.rawValue, samples: async, reference: floor.p50, target: 0.60,
