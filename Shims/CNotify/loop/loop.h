@@ -48,6 +48,16 @@ typedef struct cn_loop {
     _Atomic int wake_pending;           /* a wake is written and not yet drained: skip the syscall */
 } cn_loop;
 
+/* For a source's prepare: the poll waits at most `ms` (negative: no bound of this source's). */
+static inline void cn_loop_timeout_lower(int *timeout_ms, int ms) {
+    if (ms >= 0 && (*timeout_ms < 0 || ms < *timeout_ms)) *timeout_ms = ms;
+}
+/* ... at most until `deadline_ms` (cn_now_ms's clock), `now_ms` being now: 0 once it passed. */
+static inline void cn_loop_timeout_until(int *timeout_ms, uint64_t deadline_ms, uint64_t now_ms) {
+    uint64_t left = deadline_ms > now_ms ? deadline_ms - now_ms : 0;
+    cn_loop_timeout_lower(timeout_ms, left > INT32_MAX ? INT32_MAX : (int)left);
+}
+
 int cn_loop_init(cn_loop *l, cn_loop_owner owner);      /* 0, or -1 out of descriptors */
 void cn_loop_free(cn_loop *l);
 /* Adds a source (any thread, before or after the start); 0, or -1 when the set is full. */

@@ -49,15 +49,14 @@ static size_t source_prepare(void *ctx, struct pollfd *fds, size_t cap, int *tim
     if (!b->loop_conn) {
         uint64_t now = cn_now_ms();
         if (now < b->retry_at_ms) {
-            int left = (int)(b->retry_at_ms - now);
-            if (*timeout_ms < 0 || left < *timeout_ms) *timeout_ms = left;
+            cn_loop_timeout_until(timeout_ms, b->retry_at_ms, now);
             return 0;
         }
         b->loop_conn = connect_and_publish(b, 1);
         if (!b->loop_conn) {
             b->retry_at_ms = now + (uint64_t)b->backoff_ms;
             b->backoff_ms = b->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b->backoff_ms * 2;
-            if (*timeout_ms < 0 || b->backoff_ms < *timeout_ms) *timeout_ms = b->backoff_ms;
+            cn_loop_timeout_lower(timeout_ms, b->backoff_ms);
             return 0;
         }
         b->backoff_ms = BACKOFF_FIRST_MS;

@@ -149,7 +149,7 @@ size_t cn_watches_prepare(cn_bus *b, struct pollfd *fds, size_t cap, int *timeou
     pthread_mutex_unlock(&ws->lock);
     ws->next_timeout = timeout;
     if (ws->grace && (timeout < 0 || timeout > CN_BACKLOG_GRACE_MS)) timeout = CN_BACKLOG_GRACE_MS;
-    if (timeout >= 0 && (*timeout_ms < 0 || timeout < *timeout_ms)) *timeout_ms = timeout;
+    cn_loop_timeout_lower(timeout_ms, timeout);
     return n;
 }
 

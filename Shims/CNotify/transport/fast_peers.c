@@ -257,8 +257,7 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
     uint64_t now = cn_now_ms(), at = atomic_load(&p->connect_at);
     if (at == UINT64_MAX) return; /* the usual round: nobody to connect, and no lock taken */
     if (at > now) {
-        int left = at - now > INT32_MAX ? INT32_MAX : (int)(at - now);
-        if (*timeout_ms < 0 || left < *timeout_ms) *timeout_ms = left;
+        cn_loop_timeout_until(timeout_ms, at, now);
         return;
     }
     atomic_store(&p->connect_at, UINT64_MAX); /* what is still due is noted again below */
@@ -278,13 +277,8 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
             peer->retry_at = UINT64_MAX; /* being connected */
             found = 1;
         }
-        if (!found) { /* the timeout for the earliest still due */
-            uint64_t next = atomic_load(&p->connect_at);
-            if (next != UINT64_MAX) {
-                int left = next <= now ? 0 : next - now > INT32_MAX ? INT32_MAX : (int)(next - now);
-                if (*timeout_ms < 0 || left < *timeout_ms) *timeout_ms = left;
-            }
-        }
+        uint64_t next = atomic_load(&p->connect_at);
+        if (!found && next != UINT64_MAX) cn_loop_timeout_until(timeout_ms, next, now); /* the earliest still due */
         pthread_mutex_unlock(&p->lock);
         if (!found) return;
         uid_t uid = 0;
