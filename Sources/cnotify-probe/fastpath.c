@@ -41,16 +41,21 @@ static void peer_cb(CNotify_center *c, void *observer, const char *name, const v
 
 static void print_stats(CNotify_center *c) {
     CNotify_fast_path_stats f;
+    CNotify_fast_path_guards g;
     CNotify_stats s;
     CNotify_center_get_fast_path_stats(c, &f);
+    CNotify_center_get_fast_path_guards(c, &g);
     CNotify_center_get_stats(c, &s);
     out("stats enabled=%d peers=%llu sent=%llu fast_delivered=%llu duplicates=%llu fallbacks=%llu refused=%llu "
-        "bus_skipped=%llu delivered=%llu gaps=%llu rejected=%llu reconnects=%llu",
+        "bus_skipped=%llu delivered=%llu gaps=%llu rejected=%llu reconnects=%llu unverified_closed=%llu "
+        "credential_asks=%llu answers=%llu answers_coalesced=%llu bus_kept=%llu drained=%llu",
         f.enabled, (unsigned long long)f.peers, (unsigned long long)f.sent, (unsigned long long)f.delivered,
         (unsigned long long)f.duplicates, (unsigned long long)f.fallbacks, (unsigned long long)f.refused,
         (unsigned long long)f.bus_skipped,
         (unsigned long long)s.delivered, (unsigned long long)s.gaps, (unsigned long long)s.rejected,
-        (unsigned long long)s.reconnects);
+        (unsigned long long)s.reconnects, (unsigned long long)g.unverified_closed,
+        (unsigned long long)g.credential_asks, (unsigned long long)g.answers, (unsigned long long)g.answers_coalesced,
+        (unsigned long long)g.bus_kept, (unsigned long long)g.drained);
 }
 
 /* fp-peer: commands on stdin, one per line, each answered on stdout:

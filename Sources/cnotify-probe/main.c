@@ -498,6 +498,15 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "fp-deaf")) return cmd_fp_deaf(argc, argv);
     if (!strcmp(cmd, "fp-swarm")) return cmd_fp_swarm(argc, argv);
     if (!strcmp(cmd, "fp-forge")) return cmd_fp_forge(argc, argv);
+    if (!strcmp(cmd, "fp-fakes")) return cmd_fp_fakes(argc, argv);
+    if (!strcmp(cmd, "fp-burst")) return cmd_fp_burst(argc, argv);
+    if (!strcmp(cmd, "fp-orders")) return cmd_fp_orders(argc, argv);
+    if (!strcmp(cmd, "fp-idle")) return cmd_fp_idle(argc, argv);
+    if (!strcmp(cmd, "fp-hello-storm")) return cmd_fp_hello_storm(argc, argv);
+    if (!strcmp(cmd, "fp-query-flood")) return cmd_fp_query_flood(argc, argv);
+    if (!strcmp(cmd, "dist-object")) return cmd_dist_object(argc, argv);
+    if (!strcmp(cmd, "plist-keys")) return cmd_plist_keys(argc, argv);
+    if (!strcmp(cmd, "dist-watch")) return cmd_dist_watch(argc, argv);
     fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
     return 64;
 }

@@ -188,6 +188,12 @@ void CNotify_center_get_fast_path_stats(CNotify_center *c, CNotify_fast_path_sta
     cn_center_fast_path_stats(c, out);
 }
 
+void CNotify_center_get_fast_path_guards(CNotify_center *c, CNotify_fast_path_guards *out) {
+    cn_clear_error();
+    if (!c || !out) { cn_set_error("center or guards pointer is NULL"); return; }
+    cn_center_fast_path_guards(c, out);
+}
+
 uint64_t CNotify_center_unmatched_posts(CNotify_center *c) {
     cn_clear_error();
     if (!c) { cn_set_error("center is NULL"); return 0; }

@@ -25,11 +25,22 @@ struct CNotify_plist {
         double real;            /* a real, or a date: seconds since 1970-01-01 00:00 UTC */
         int boolean;
         struct { unsigned char *bytes; size_t len; } data;
-        struct { CNotify_plist **values; char **keys; size_t count, cap; } items; /* keys: dictionaries only */
+        struct {
+            CNotify_plist **values;
+            char **keys;            /* dictionaries only */
+            size_t count, cap;
+            uint32_t *slots;        /* dictionaries of CN_PLIST_INDEXED keys or more: open addressing,
+                                     * an item's index + 1 (0: empty), so a key is found in O(1) */
+            size_t nslots;
+        } items;
     } u;
 };
 
 #define CN_PLIST_VALUE_WEIGHT 8u
+#define CN_PLIST_INDEXED 8      /* keys past which a dictionary keeps a hash index */
+
+/* Key comparisons made looking keys up (a test's measure that a look-up is O(1)). */
+_Atomic unsigned long cn_test_plist_compares;
 
 static CNotify_plist *plist_new(CNotify_plist_type type, size_t extra_weight) {
     CNotify_plist *p = calloc(1, sizeof *p);
@@ -127,6 +138,7 @@ void CNotify_plist_free(CNotify_plist *p) {
         }
         free(p->u.items.values);
         free(p->u.items.keys);
+        free(p->u.items.slots);
         break;
     default: break;
     }
@@ -180,10 +192,44 @@ uint32_t CNotify_plist_append(CNotify_plist *array, CNotify_plist *value) {
     return NOTIFY_STATUS_OK;
 }
 
+static int same_key(const char *a, const char *b) {
+    atomic_fetch_add_explicit(&cn_test_plist_compares, 1, memory_order_relaxed);
+    return strcmp(a, b) == 0;
+}
+
 static size_t index_of_key(const CNotify_plist *dict, const char *key) {
-    for (size_t i = 0; i < dict->u.items.count; i++)
-        if (strcmp(dict->u.items.keys[i], key) == 0) return i;
+    const uint32_t *slots = dict->u.items.slots;
+    if (!slots) {
+        for (size_t i = 0; i < dict->u.items.count; i++)
+            if (same_key(dict->u.items.keys[i], key)) return i;
+        return SIZE_MAX;
+    }
+    size_t mask = dict->u.items.nslots - 1;
+    for (size_t s = cn_fnv1a32(key) & mask; slots[s]; s = (s + 1) & mask)
+        if (same_key(dict->u.items.keys[slots[s] - 1], key)) return slots[s] - 1;
     return SIZE_MAX;
+}
+
+/* Item `i`'s key into the index (which has room: at most half full). */
+static void index_key(CNotify_plist *dict, size_t i) {
+    size_t mask = dict->u.items.nslots - 1, s = cn_fnv1a32(dict->u.items.keys[i]) & mask;
+    while (dict->u.items.slots[s]) s = (s + 1) & mask;
+    dict->u.items.slots[s] = (uint32_t)(i + 1);
+}
+
+/* Keeps the index at most half full once the dictionary has CN_PLIST_INDEXED keys; -1 when out of
+ * memory (the dictionary is unchanged). */
+static int grow_index(CNotify_plist *dict, size_t count) {
+    if (count < CN_PLIST_INDEXED || 2 * count <= dict->u.items.nslots) return 0;
+    size_t nslots = dict->u.items.nslots ? 2 * dict->u.items.nslots : 4 * CN_PLIST_INDEXED;
+    while (2 * count > nslots) nslots *= 2;
+    uint32_t *slots = calloc(nslots, sizeof *slots);
+    if (!slots) return -1;
+    free(dict->u.items.slots);
+    dict->u.items.slots = slots;
+    dict->u.items.nslots = nslots;
+    for (size_t i = 0; i < dict->u.items.count; i++) index_key(dict, i);
+    return 0;
 }
 
 uint32_t CNotify_plist_set(CNotify_plist *dict, const char *key, CNotify_plist *value) {
@@ -216,9 +262,14 @@ uint32_t CNotify_plist_set(CNotify_plist *dict, const char *key, CNotify_plist *
     uint32_t st = make_room(dict, value, key_len);
     if (st != NOTIFY_STATUS_OK) return st;
     char *k = strdup(key);
-    if (!k) { cn_set_error("out of memory while building a property list"); return NOTIFY_STATUS_FAILED; }
+    if (!k || grow_index(dict, dict->u.items.count + 1) != 0) {
+        free(k);
+        cn_set_error("out of memory while building a property list");
+        return NOTIFY_STATUS_FAILED;
+    }
     dict->u.items.keys[dict->u.items.count] = k;
     dict->u.items.values[dict->u.items.count++] = value;
+    if (dict->u.items.slots) index_key(dict, dict->u.items.count - 1);
     dict->weight += value->weight + key_len;
     if (value->depth + 1 > dict->depth) dict->depth = value->depth + 1;
     value->in_container = 1;

@@ -211,6 +211,7 @@ const char *cn_center_address(CNotify_center *c);
 void cn_center_stats(CNotify_center *c, CNotify_stats *out);
 void cn_center_set_fast_path(CNotify_center *c, int enabled);
 void cn_center_fast_path_stats(CNotify_center *c, CNotify_fast_path_stats *out);
+void cn_center_fast_path_guards(CNotify_center *c, CNotify_fast_path_guards *out);
 uint64_t cn_center_unmatched(CNotify_center *c);
 void cn_center_distributed_stats(CNotify_center *c, CNotify_distributed_stats *out);
 /* Distributed notifications (center_ops.c): the arguments checked by the API already. */

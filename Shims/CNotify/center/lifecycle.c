@@ -218,6 +218,11 @@ void cn_center_fast_path_stats(CNotify_center *c, CNotify_fast_path_stats *out) 
     if (c->transport->ops->fast_path_stats) c->transport->ops->fast_path_stats(c->transport, out);
 }
 
+void cn_center_fast_path_guards(CNotify_center *c, CNotify_fast_path_guards *out) {
+    memset(out, 0, sizeof *out);
+    if (c->transport->ops->fast_path_guards) c->transport->ops->fast_path_guards(c->transport, out);
+}
+
 void cn_center_stats(CNotify_center *c, CNotify_stats *out) {
     out->received = atomic_load(&c->counters.received);
     out->delivered = atomic_load(&c->counters.delivered);

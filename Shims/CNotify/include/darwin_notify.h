@@ -159,6 +159,19 @@ typedef struct CNotify_fast_path_stats {
 /* `mode`: CNOTIFY_FAST_PATH_OFF, _ON or _DIRECT; INVALID_REQUEST for another value. */
 uint32_t CNotify_center_set_fast_path(CNotify_center *center, int mode);
 void CNotify_center_get_fast_path_stats(CNotify_center *center, CNotify_fast_path_stats *out);
+/* What the fast path's bounds did (docs/PROTOCOL.md "Fast path", "Bounds"): each a count since the
+ * center was made. */
+typedef struct CNotify_fast_path_guards {
+    uint64_t unverified_closed; /* connections to this endpoint closed before they proved who they are
+                                 * (a cap at accept, or 2 s gone by) */
+    uint64_t credential_asks;   /* GetConnectionCredentials asked, never waited for (one per proved HELLO) */
+    uint64_t answers;           /* Endpoint answers sent to Query (one by one, or one broadcast) */
+    uint64_t answers_coalesced; /* queries answered by an answer already due (rate-limited) */
+    uint64_t bus_kept;          /* direct-only posts also sent on the bus: an observer that announced
+                                 * wanting them was not connected, or not kept */
+    uint64_t drained;           /* frames read after their poster left the bus or connected again */
+} CNotify_fast_path_guards;
+void CNotify_center_get_fast_path_guards(CNotify_center *center, CNotify_fast_path_guards *out);
 /* The fast path's contract (docs/PROTOCOL.md "Fast path"), for tools and other implementations:
  *   CNotify_protocol_fast_address: the abstract socket an endpoint token names, written as ss(8)
  *     and strace show it ("@darwin-notify/fp/<token>"; the '@' is the address's leading NUL).

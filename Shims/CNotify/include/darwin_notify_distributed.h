@@ -87,6 +87,8 @@ typedef void (*CNotify_distributed_handler)(void *context, const CNotify_distrib
 /* Options of a post, which travel with it: DELIVER_IMMEDIATELY asks observers that suspended
  * delivery to deliver this one now (Apple's deliverImmediately). */
 #define CNOTIFY_DISTRIBUTED_DELIVER_IMMEDIATELY 1u
+/* Every option defined; a receiver clears the others (reserved) before a handler sees them. */
+#define CNOTIFY_DISTRIBUTED_OPTIONS_KNOWN CNOTIFY_DISTRIBUTED_DELIVER_IMMEDIATELY
 
 /* Posts `name` with `object` (NULL or "": none) and `user_info` (NULL, or a dictionary, which
  * stays the caller's), on the center's bus, to every observer there (this center's too). */

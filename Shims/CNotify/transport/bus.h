@@ -172,6 +172,8 @@ typedef struct cn_bus_fast_hooks {
     void (*query)(void *ctx, const char *sender);
     void (*sync)(void *ctx, const char *sender, uint64_t token);
     void (*name_lost)(void *ctx, const char *unique);
+    /* The answer to cn_bus_fast_ask_credentials `request`: ok 0 when the bus did not say. */
+    void (*credentials)(void *ctx, uint64_t request, int ok, pid_t pid, uid_t uid);
 } cn_bus_fast_hooks;
 void cn_bus_fast_set_hooks(cn_bus *b, const cn_bus_fast_hooks *hooks);
 /* From the receive filter: 1 when `msg` was the fast path's (handled). */
@@ -186,6 +188,8 @@ uint32_t cn_bus_fast_query(cn_bus *b);
 uint32_t cn_bus_fast_sync(cn_bus *b, const char *destination, uint64_t token);
 /* What the bus says connection `unique` is (blocking, loop thread, outside dispatch): 1 if it said. */
 int cn_bus_fast_credentials(cn_bus *b, const char *unique, pid_t *pid, uid_t *uid);
+/* The same, not waiting: the answer comes through the credentials hook, from dispatch. */
+uint32_t cn_bus_fast_ask_credentials(cn_bus *b, const char *unique, uint64_t request);
 int cn_bus_fast_unique_name(cn_bus *b, char out[256]);
 
 /* ---- bus_receive.c: is a message a post, is it authentic (loop thread) ---- */

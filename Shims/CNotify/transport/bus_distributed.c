@@ -269,6 +269,8 @@ cn_wire_result cn_distributed_parse(DBusMessage *msg, cn_wire_distributed *out, 
     if (len == 0 || len > CNOTIFY_NAME_MAX) { *why = "a name empty or too long"; return CN_WIRE_MALFORMED; }
     if (!dbus_message_iter_next(&it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_STRING) { *why = "no object"; return CN_WIRE_MALFORMED; }
     dbus_message_iter_get_basic(&it, &out->object);
+    /* Checked before the userInfo is read: a receiver keeps nothing past the bounds. */
+    if (strlen(out->object) > CNOTIFY_NAME_MAX) { *why = "an object longer than 512 bytes"; return CN_WIRE_MALFORMED; }
     if (!out->object[0]) out->object = NULL;
     if (!dbus_message_iter_next(&it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_ARRAY ||
         dbus_message_iter_get_element_type(&it) != DBUS_TYPE_DICT_ENTRY) {
@@ -293,7 +295,7 @@ cn_wire_result cn_distributed_parse(DBusMessage *msg, cn_wire_distributed *out, 
             if (dbus_message_iter_next(&it) && dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_UINT32) {
                 dbus_uint32_t options;
                 dbus_message_iter_get_basic(&it, &options);
-                out->options = options;
+                out->options = options & CNOTIFY_DISTRIBUTED_OPTIONS_KNOWN; /* the rest are reserved: ignored */
             }
         }
     }
@@ -335,12 +337,8 @@ uint32_t CNotify_protocol_parse_distributed(const char *bytes, int len, char *ou
     if (r != CN_WIRE_POST) {
         cn_set_error("not a Distributed Post a receiver takes: %s", r == CN_WIRE_NOT_OURS ? "member, path or interface" : why);
         st = NOTIFY_STATUS_INVALID_REQUEST;
-    } else if (post.object && strlen(post.object) > CNOTIFY_NAME_MAX) {
-        cn_set_error("the object is longer than %d bytes", CNOTIFY_NAME_MAX);
-        CNotify_plist_free(post.user_info);
-        st = NOTIFY_STATUS_INVALID_REQUEST;
-    } else {
-        memcpy(out_name, post.name, strlen(post.name) + 1); /* at most CNOTIFY_NAME_MAX: checked by the parse */
+    } else { /* name and object at most CNOTIFY_NAME_MAX: checked by the parse */
+        memcpy(out_name, post.name, strlen(post.name) + 1);
         snprintf(out_object, CNOTIFY_NAME_MAX + 1, "%s", post.object ? post.object : "");
         *out_user_info = post.user_info;
         *out_options = post.options;

@@ -6,6 +6,7 @@
  * table the fast path installed (cn_bus_fast_set_hooks), from libdbus's dispatch on the loop
  * thread; the hooks only note them, and the fast path acts in its own part of the loop.
  */
+#include <stdlib.h>
 #include <string.h>
 #include "bus.h"
 
@@ -170,41 +171,101 @@ void cn_bus_fast_rules(cn_bus *b, uint64_t gen) {
     dbus_connection_unref(view.conn);
 }
 
+/* ProcessID and UnixUserID of a GetConnectionCredentials reply: 1 if both are there. */
+static int read_credentials(DBusMessage *reply, pid_t *pid, uid_t *uid) {
+    int have_pid = 0, have_uid = 0;
+    DBusMessageIter it, dict;
+    if (!reply || dbus_message_get_type(reply) != DBUS_MESSAGE_TYPE_METHOD_RETURN || !dbus_message_iter_init(reply, &it)
+        || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_ARRAY)
+        return 0;
+    dbus_message_iter_recurse(&it, &dict);
+    for (; dbus_message_iter_get_arg_type(&dict) == DBUS_TYPE_DICT_ENTRY; dbus_message_iter_next(&dict)) {
+        DBusMessageIter entry, variant;
+        const char *key;
+        dbus_message_iter_recurse(&dict, &entry);
+        if (dbus_message_iter_get_arg_type(&entry) != DBUS_TYPE_STRING) continue;
+        dbus_message_iter_get_basic(&entry, &key);
+        dbus_message_iter_next(&entry);
+        if (dbus_message_iter_get_arg_type(&entry) != DBUS_TYPE_VARIANT) continue;
+        dbus_message_iter_recurse(&entry, &variant);
+        if (dbus_message_iter_get_arg_type(&variant) != DBUS_TYPE_UINT32) continue;
+        dbus_uint32_t v;
+        dbus_message_iter_get_basic(&variant, &v);
+        if (strcmp(key, "ProcessID") == 0) { *pid = (pid_t)v; have_pid = 1; }
+        if (strcmp(key, "UnixUserID") == 0) { *uid = (uid_t)v; have_uid = 1; }
+    }
+    return have_pid && have_uid;
+}
+
+static DBusMessage *credentials_call(const char *unique) {
+    DBusMessage *call = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS,
+                                                     "GetConnectionCredentials");
+    if (call && !dbus_message_append_args(call, DBUS_TYPE_STRING, &unique, DBUS_TYPE_INVALID)) {
+        dbus_message_unref(call);
+        call = NULL;
+    }
+    return call;
+}
+
 /* Blocking, on the loop thread and outside libdbus's dispatch: libdbus reads the socket itself
  * meanwhile and queues what else arrives for the next dispatch. */
 int cn_bus_fast_credentials(cn_bus *b, const char *unique, pid_t *pid, uid_t *uid) {
     cn_link_view view;
     if (!cn_link_view_get(b, &view, 0)) return 0;
-    DBusMessage *call = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS,
-                                                     "GetConnectionCredentials");
-    int have_pid = 0, have_uid = 0;
-    if (call && dbus_message_append_args(call, DBUS_TYPE_STRING, &unique, DBUS_TYPE_INVALID)) {
+    DBusMessage *call = credentials_call(unique);
+    int ok = 0;
+    if (call) {
         DBusMessage *reply = dbus_connection_send_with_reply_and_block(view.conn, call, 5000, NULL);
-        DBusMessageIter it, dict;
-        if (reply && dbus_message_iter_init(reply, &it) && dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_ARRAY) {
-            dbus_message_iter_recurse(&it, &dict);
-            for (; dbus_message_iter_get_arg_type(&dict) == DBUS_TYPE_DICT_ENTRY; dbus_message_iter_next(&dict)) {
-                DBusMessageIter entry, variant;
-                const char *key;
-                dbus_message_iter_recurse(&dict, &entry);
-                if (dbus_message_iter_get_arg_type(&entry) != DBUS_TYPE_STRING) continue;
-                dbus_message_iter_get_basic(&entry, &key);
-                dbus_message_iter_next(&entry);
-                if (dbus_message_iter_get_arg_type(&entry) != DBUS_TYPE_VARIANT) continue;
-                dbus_message_iter_recurse(&entry, &variant);
-                if (dbus_message_iter_get_arg_type(&variant) != DBUS_TYPE_UINT32) continue;
-                dbus_uint32_t v;
-                dbus_message_iter_get_basic(&variant, &v);
-                if (strcmp(key, "ProcessID") == 0) { *pid = (pid_t)v; have_pid = 1; }
-                if (strcmp(key, "UnixUserID") == 0) { *uid = (uid_t)v; have_uid = 1; }
-            }
-        }
+        ok = read_credentials(reply, pid, uid);
         if (reply) dbus_message_unref(reply);
+        dbus_message_unref(call);
     }
-    if (call) dbus_message_unref(call);
     /* What libdbus read meanwhile is queued, not in the socket: poll would not see it, so the
      * loop is woken to dispatch it this round. */
     if (dbus_connection_get_dispatch_status(view.conn) == DBUS_DISPATCH_DATA_REMAINS) cn_loop_wake(b->loop);
     dbus_connection_unref(view.conn);
-    return have_pid && have_uid;
+    return ok;
+}
+
+typedef struct credentials_ask {
+    cn_bus *b;
+    uint64_t request;
+} credentials_ask;
+
+/* From dispatch, on the loop thread (or from the close that completes it with an error). */
+static void credentials_done(DBusPendingCall *call, void *data) {
+    credentials_ask *ask = data;
+    DBusMessage *reply = dbus_pending_call_steal_reply(call);
+    pid_t pid = 0;
+    uid_t uid = 0;
+    int ok = read_credentials(reply, &pid, &uid);
+    if (reply) dbus_message_unref(reply);
+    if (ask->b->fast.credentials) ask->b->fast.credentials(ask->b->fast.ctx, ask->request, ok, pid, uid);
+}
+
+uint32_t cn_bus_fast_ask_credentials(cn_bus *b, const char *unique, uint64_t request) {
+    cn_link_view view;
+    if (!cn_link_view_get(b, &view, 0)) return NOTIFY_STATUS_SERVER_NOT_FOUND;
+    DBusMessage *call = credentials_call(unique);
+    credentials_ask *ask = malloc(sizeof *ask);
+    DBusPendingCall *pending = NULL;
+    uint32_t st = NOTIFY_STATUS_FAILED;
+    if (call && ask) {
+        *ask = (credentials_ask){ b, request };
+        cn_gate_send_enter(b);
+        if (dbus_connection_send_with_reply(view.conn, call, &pending, 5000) && pending) {
+            if (dbus_pending_call_set_notify(pending, credentials_done, ask, free)) {
+                ask = NULL; /* libdbus's now */
+                st = NOTIFY_STATUS_OK;
+            } else {
+                dbus_pending_call_cancel(pending);
+            }
+        }
+        cn_gate_send_leave(b, view.conn);
+    }
+    if (pending) dbus_pending_call_unref(pending);
+    if (call) dbus_message_unref(call);
+    free(ask);
+    dbus_connection_unref(view.conn);
+    return st;
 }

@@ -12,7 +12,7 @@
  * sees a cn_transport. Only files of this folder include it.
  *
  * Order of the files (each calls only those before it, and the bus files): fast_wire,
- * fast_endpoint, fast_peers, fast_transport.
+ * fast_announce, fast_endpoint, fast_peers, fast_transport.
  */
 #ifndef CNOTIFY_FAST_H
 #define CNOTIFY_FAST_H
@@ -51,7 +51,20 @@ static inline int cn_fast_bit(const unsigned char *bitmap, unsigned bucket) { re
 /* Either cap is also at most a quarter of the process's descriptor limit (RLIMIT_NOFILE, soft), so
  * that the fast path never takes the descriptors the program needs: 256 under the usual 1,024. */
 #define CN_FAST_FD_SHARE 4
-#define CN_FAST_QUERIES_MAX 1024        /* queries answered one by one in a round (then one broadcast) */
+#define CN_FAST_QUERIES_MAX 1024        /* askers awaiting an answer (then one broadcast answers them all) */
+#define CN_FAST_ANSWER_MS 100           /* an asker is answered at most once in this long; one broadcast too */
+#define CN_FAST_ANSWERS_PER_S 1000      /* answers sent one by one in a second; past it, one broadcast */
+#define CN_FAST_ASKERS_KEPT 4096        /* askers remembered (their last answer) before the table is cleared */
+/* Connections an endpoint accepted that have not proved who they are yet (HELLO, then the Sync
+ * with its token by the bus, then the bus's credentials): at most this many at once, this many
+ * of one uid (SO_PEERCRED at accept), and each at most CN_FAST_PROOF_MS; then closed, counted. */
+#define CN_FAST_UNVERIFIED_MAX 64
+#define CN_FAST_UNVERIFIED_PER_UID 8
+#define CN_FAST_PROOF_MS 2000
+/* Of the connections an endpoint keeps, a uid other than its own and root's holds at most this
+ * share (1/N of the cap): another user's connections never take all the room. */
+#define CN_FAST_OTHER_UID_SHARE 4
+#define CN_FAST_SYNCS_KEPT 32           /* Sync tokens a poster's record keeps, unmatched, in order */
 #define CN_FAST_RETRY_MS 1000           /* after a failed or dropped connection */
 #define CN_FAST_STALL_MS 50             /* a poster waits at most this for room at an observer that is behind */
 #define CN_FAST_CHECK_EVERY 8           /* direct copies between two looks at how full a peer's socket is */
@@ -79,20 +92,42 @@ typedef struct cn_fast_endpoint {
     cn_fast_poster **posters;           /* connections from posters, and the records of posters */
     size_t nposters, capposters;
     cn_map by_sender;                   /* unique name -> its record (verified, or made by its Sync) */
-    char **queries;                     /* who asked (Query) since the last round */
+    size_t unverified;                  /* connections not proved yet (CN_FAST_UNVERIFIED_MAX) */
+    uint64_t next_deadline;             /* ms: the earliest an unverified connection runs out of time */
+    uint64_t next_request;              /* credentials requests, numbered */
+    /* fast_announce.c: */
+    char **queries;                     /* who asked (Query) and awaits its answer */
     size_t nqueries, capqueries;
+    cn_map askers;                      /* unique name -> (ms of its last answer) << 1 | awaiting one */
     int broadcast_answer;
+    uint64_t broadcast_at;              /* ms of the last broadcast answer */
+    uint64_t second_at;                 /* ms: the second the answers below are counted in */
+    unsigned answers_in_second;
 } cn_fast_endpoint;
-void cn_endpoint_init(cn_fast_endpoint *e);
-void cn_endpoint_free(cn_fast *f);
+
+/* ---- fast_announce.c: what the observer announces, and its answers to Query (loop thread) ---- */
+void cn_announce_init(cn_fast_endpoint *e);
+void cn_announce_free(cn_fast_endpoint *e);
 void cn_endpoint_subscribed(cn_fast *f, const char *key, cn_key_kind kind, int delta);
 void cn_endpoint_reset_counts(cn_fast *f);
 /* The buckets are announced (and the endpoint listens, if it does not yet) at the next round. */
 void cn_endpoint_announce_soon(cn_fast *f);
-void cn_endpoint_prepare(cn_fast *f);
+/* Announces what changed, answers who asked (at most once per CN_FAST_ANSWER_MS each), starts
+ * listening on the first subscription; lowers *timeout_ms to the next answer due. */
+void cn_announce_prepare(cn_fast *f, int *timeout_ms);
+/* A Query: answered at the next round, or later (coalesced) if this asker had one just now. */
+void cn_endpoint_query(cn_fast *f, const char *sender);
+void cn_announce_forget(cn_fast *f, const char *unique);
+void cn_announce_disconnected(cn_fast *f);
+
+/* ---- fast_endpoint.c: the observer's connections from posters ---- */
+void cn_endpoint_init(cn_fast_endpoint *e);
+void cn_endpoint_free(cn_fast *f);
+void cn_endpoint_prepare(cn_fast *f, int *timeout_ms);
 void cn_endpoint_handle(cn_fast *f, cn_fast_fd *io, uint32_t events);
 void cn_endpoint_sync(cn_fast *f, const char *sender, uint64_t token);
-void cn_endpoint_query(cn_fast *f, const char *sender);
+/* The bus's answer to credentials request `request` (cn_bus_fast_ask_credentials). */
+void cn_endpoint_credentials(cn_fast *f, uint64_t request, int ok, pid_t pid, uid_t uid);
 /* A post that came by the bus: 1 if its fast copy was delivered already (drop it). */
 int cn_endpoint_seen(cn_fast *f, const cn_received_post *post);
 void cn_endpoint_sender_gone(cn_fast *f, const char *unique);
@@ -108,6 +143,8 @@ typedef struct cn_fast_peers {
     _Atomic int query_due;              /* ask every endpoint at the next round */
     _Atomic int behind;                 /* peers whose socket had no room for a post (they await a SYNC) */
     _Atomic int pressed;                /* peers whose socket is over half full: the next post waits for room */
+    int unlisted;                       /* an announcement was not kept (the table was full): until the
+                                         * next connection to the bus, a direct-only post takes the bus too */
     _Atomic uint64_t connect_at;        /* ms: the earliest a peer is due to be connected; UINT64_MAX: none
                                          * (the loop's round then never takes the lock: a posting thread
                                          * holds it most of the time in a flood) */
@@ -144,6 +181,8 @@ struct cn_fast {
     cn_fast_endpoint endpoint;
     cn_fast_peers peers;
     _Atomic uint64_t fast_sent, fast_delivered, duplicates, fallbacks, refused, bus_skipped;
+    /* CNotify_fast_path_guards */
+    _Atomic uint64_t unverified_closed, credential_asks, answers, answers_coalesced, bus_kept, drained;
 };
 
 #endif

@@ -6,7 +6,9 @@
  * socket off as theirs), says who it is (HELLO), and sends the Sync barrier on the bus. From then
  * on each post goes to the peers observing its bucket too, from the posting thread, never
  * waiting: a peer whose socket is full (it does not read) loses its connection, and has the bus
- * copy, until it is connected again after CN_FAST_RETRY_MS.
+ * copy, until it is connected again after CN_FAST_RETRY_MS. Records are kept of up to
+ * CN_FAST_PEERS_MAX announcers that observe something, connections made to at most fd_cap of
+ * them: in direct-only mode an announcer not connected, or not kept, gets the bus copy.
  *
  * peers.lock is taken with the outbox's lock held, around a post's direct copies and its bus
  * copy, and around a connection's Sync: that is the order barrier (PROTOCOL.md "Fast path"). No
@@ -148,8 +150,18 @@ void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const
     int observes = n > 0;
     for (size_t i = 0; i < CN_FAST_BITMAP_BYTES && !observes; i++) observes = bitmap[i] != 0;
     pthread_mutex_lock(&p->lock);
-    cn_fast_peer *peer = find_locked(p, sender, NULL);
-    if (!peer && p->npeers < f->fd_cap) { /* past the cap: that observer has the bus copies */
+    size_t at;
+    cn_fast_peer *peer = find_locked(p, sender, &at);
+    if (!observes) { /* observes nothing: no record (it takes no room an observer could use) */
+        if (peer) remove_locked(f, at);
+        pthread_mutex_unlock(&p->lock);
+        free(copies);
+        return;
+    }
+    /* Past CN_FAST_PEERS_MAX records an announcement is not kept, and a direct-only post can no
+     * longer know that every observer wanting it was reached: it takes the bus too. */
+    if (!peer && p->npeers >= CN_FAST_PEERS_MAX) p->unlisted = 1;
+    if (!peer && p->npeers < CN_FAST_PEERS_MAX) {
         if (p->npeers == p->cap) {
             size_t cap = p->cap ? 2 * p->cap : 16;
             cn_fast_peer **list = realloc(p->peers, cap * sizeof *list);
@@ -203,7 +215,16 @@ void cn_peers_disconnected(cn_fast *f) {
     cn_fast_peers *p = &f->peers;
     pthread_mutex_lock(&p->lock);
     while (p->npeers) remove_locked(f, p->npeers - 1);
+    p->unlisted = 0; /* every observer announces itself again, to the Query that follows */
     pthread_mutex_unlock(&p->lock);
+}
+
+/* Peers connected or being connected: at most fd_cap of them (a quarter of the descriptors). */
+static size_t connections_locked(cn_fast_peers *p) {
+    assert(cn_mutex_is_held(&p->lock));
+    size_t n = 0;
+    for (size_t i = 0; i < p->npeers; i++) n += p->peers[i]->io.fd >= 0 || p->peers[i]->retry_at == UINT64_MAX;
+    return n;
 }
 
 void cn_peers_handle(cn_fast *f, cn_fast_fd *io) {
@@ -265,7 +286,10 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
         char unique[256], token[CN_FAST_TOKEN_LEN + 1];
         int found = 0;
         pthread_mutex_lock(&p->lock);
-        for (size_t i = 0; i < p->npeers && !found; i++) {
+        /* At the cap, the others keep their records (and, direct only, their bus copies) and are
+         * connected once one of these goes. */
+        int room = connections_locked(p) < f->fd_cap;
+        for (size_t i = 0; room && i < p->npeers && !found; i++) {
             cn_fast_peer *peer = p->peers[i];
             if (peer->state != K_KNOWN || !peer->observes || peer->retry_at == UINT64_MAX) continue;
             if (peer->retry_at > now) {
@@ -277,6 +301,7 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
             peer->retry_at = UINT64_MAX; /* being connected */
             found = 1;
         }
+        if (!room) connect_due_locked(f, now + CN_FAST_RETRY_MS);
         uint64_t next = atomic_load(&p->connect_at);
         if (!found && next != UINT64_MAX) cn_loop_timeout_until(timeout_ms, next, now); /* the earliest still due */
         pthread_mutex_unlock(&p->lock);
@@ -401,7 +426,7 @@ void cn_peers_await_room(cn_fast *f) {
 
 uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only) {
     cn_fast_peers *p = &f->peers;
-    int sent = 0, failed = 0;
+    int sent = 0, failed = 0, unreached = 0;
     uint64_t known = atomic_load(&p->origin);
     if (known != post->origin) {
         /* The first post: discovery starts now. A new origin (PROTOCOL.md "Origins"): every
@@ -419,7 +444,11 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
     pthread_mutex_lock(&p->lock);
     for (size_t i = 0; n && i < p->npeers; i++) {
         cn_fast_peer *peer = p->peers[i];
-        if (peer->state != K_READY || !wants(peer, bucket, post->name)) continue;
+        if (!wants(peer, bucket, post->name)) continue;
+        if (peer->state != K_READY) { /* announced, not connected (yet, or ever): it needs the bus copy */
+            unreached++;
+            continue;
+        }
         /* user.uid.N: to N's processes (and root's) only, as no other may need it. */
         if (restricted && peer->uid != owner && peer->uid != 0) continue;
         if (peer->behind_since && !resync_locked(f, peer)) { /* still no room: the bus copy */
@@ -445,13 +474,18 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
         }
     }
     /* Then the bus copy, still under the lock (see cn_peers_prepare's Sync). Direct only (opted
-     * into): none once the post reached an observer directly and none missed it. Foreign
-     * clients, and observers not connected yet, do not get it: the cost of the opt-in. A miss
-     * sends it on the bus, behind the direct copies, which the observer reads first
-     * (fast_endpoint.c), so nothing this center is connected to loses it. */
+     * into): none once the post reached an observer directly and every observer that announced
+     * it wants the post took it (none missed it, none is unconnected, no announcement went
+     * unkept). Foreign clients, and observers whose announcement has not come yet, do not get it:
+     * the cost of the opt-in. A miss sends it on the bus, behind the direct copies, which the
+     * observer reads first (fast_endpoint.c), so nothing this center is connected to loses it. */
     uint32_t st = NOTIFY_STATUS_OK;
-    if (direct_only && sent > 0 && failed == 0) atomic_fetch_add(&f->bus_skipped, 1);
-    else st = f->bus->ops->send(f->bus, post);
+    if (direct_only && sent > 0 && failed == 0 && unreached == 0 && !p->unlisted) {
+        atomic_fetch_add(&f->bus_skipped, 1);
+    } else {
+        if (direct_only && sent > 0 && failed == 0) atomic_fetch_add(&f->bus_kept, 1);
+        st = f->bus->ops->send(f->bus, post);
+    }
     pthread_mutex_unlock(&p->lock);
     return st;
 }

@@ -62,6 +62,9 @@ static void hook_endpoint(void *ctx, const char *sender, const char *token, cons
 static void hook_refused(void *ctx) { atomic_fetch_add(&((cn_fast *)ctx)->refused, 1); }
 static void hook_query(void *ctx, const char *sender) { cn_endpoint_query(ctx, sender); }
 static void hook_sync(void *ctx, const char *sender, uint64_t token) { cn_endpoint_sync(ctx, sender, token); }
+static void hook_credentials(void *ctx, uint64_t request, int ok, pid_t pid, uid_t uid) {
+    cn_endpoint_credentials(ctx, request, ok, pid, uid);
+}
 static void hook_name_lost(void *ctx, const char *unique) {
     cn_peers_gone(ctx, unique);
     cn_endpoint_sender_gone(ctx, unique);
@@ -71,7 +74,7 @@ static void hook_name_lost(void *ctx, const char *unique) {
 
 static size_t source_prepare(void *ctx, struct pollfd *fds, size_t cap, int *timeout_ms) {
     cn_fast *f = ctx;
-    cn_endpoint_prepare(f);
+    cn_endpoint_prepare(f, timeout_ms);
     cn_peers_prepare(f, timeout_ms);
     if (cap == 0) return 0;
     fds[0] = (struct pollfd){ .fd = f->epoll_fd, .events = POLLIN };
@@ -197,6 +200,16 @@ static void fast_stats(cn_transport *t, CNotify_fast_path_stats *out) {
     pthread_mutex_unlock(&f->peers.lock);
 }
 
+static void fast_guards(cn_transport *t, CNotify_fast_path_guards *out) {
+    cn_fast *f = fast_of(t);
+    out->unverified_closed = atomic_load(&f->unverified_closed);
+    out->credential_asks = atomic_load(&f->credential_asks);
+    out->answers = atomic_load(&f->answers);
+    out->answers_coalesced = atomic_load(&f->answers_coalesced);
+    out->bus_kept = atomic_load(&f->bus_kept);
+    out->drained = atomic_load(&f->drained);
+}
+
 static const cn_transport_ops fast_ops = {
     .start = fast_start,
     .generation = fast_generation,
@@ -212,6 +225,7 @@ static const cn_transport_ops fast_ops = {
     .destroy = fast_destroy,
     .set_fast_path = fast_set_enabled,
     .fast_path_stats = fast_stats,
+    .fast_path_guards = fast_guards,
 };
 
 cn_transport *cn_fast_transport_new(const char *spec, int resolved, cn_bus_kind kind, char *address, cn_loop *loop,
@@ -242,7 +256,7 @@ cn_transport *cn_fast_transport_new(const char *spec, int resolved, cn_bus_kind 
     f->fd_cap = share < CN_FAST_PEERS_MAX ? share : CN_FAST_PEERS_MAX;
     cn_endpoint_init(&f->endpoint);
     cn_peers_init(&f->peers);
-    cn_bus_fast_hooks hooks = { f, hook_endpoint, hook_refused, hook_query, hook_sync, hook_name_lost };
+    cn_bus_fast_hooks hooks = { f, hook_endpoint, hook_refused, hook_query, hook_sync, hook_name_lost, hook_credentials };
     cn_bus_fast_set_hooks(f->bus_impl, &hooks);
     return &f->base;
 }

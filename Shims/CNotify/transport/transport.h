@@ -103,6 +103,7 @@ typedef struct cn_transport_ops {
     /* The fast path's switch and counters (NULL for a transport without one). */
     void (*set_fast_path)(cn_transport *t, int enabled);
     void (*fast_path_stats)(cn_transport *t, CNotify_fast_path_stats *out);
+    void (*fast_path_guards)(cn_transport *t, CNotify_fast_path_guards *out);
 } cn_transport_ops;
 
 struct cn_transport {
