@@ -443,3 +443,45 @@ int cmd_dist_watch(int argc, char **argv) {
     }
     return 0;
 }
+
+static _Atomic long self_got, self_wrong;
+static void self_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
+    (void)observer; (void)name; (void)object; (void)info;
+    CNotify_post_info post;
+    long n = ++self_got;
+    if (CNotify_center_current_post(c, &post) != NOTIFY_STATUS_OK || !post.has_sequence || post.sequence != (uint64_t)n) self_wrong++;
+}
+
+/* fp-self N MODE: two centers of this process on DARWIN_NOTIFY_BUS, one observing fp.self, the other
+ * posting it N times with the fast path MODE (on|direct) once connected to it; exits 0 when all N
+ * (and the connecting post) came once and in order within 30 s. For the sanitizer lane: the frame
+ * reader, the peer table and the endpoint's proof, all in one instrumented process. */
+int cmd_fp_self(int argc, char **argv) {
+    long n = argc > 0 ? atol(argv[0]) : 1000;
+    int direct = argc > 1 && strcmp(argv[1], "direct") == 0;
+    uint32_t st;
+    CNotify_center *observer = CNotify_center_create(NULL, &st), *poster = CNotify_center_create(NULL, &st);
+    if (!observer || !poster) return fail("center_create", st);
+    if ((st = CNotify_center_add_observer(observer, observer, self_cb, "fp.self"))) return fail("add_observer", st);
+    CNotify_center_set_fast_path(poster, direct ? CNOTIFY_FAST_PATH_DIRECT : CNOTIFY_FAST_PATH_ON);
+    if ((st = CNotify_center_post(poster, "fp.self"))) return fail("post", st);
+    CNotify_fast_path_stats f = {0};
+    for (int i = 0; i < 1000 && f.peers < 1; i++) {
+        CNotify_center_get_fast_path_stats(poster, &f);
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    for (long i = 0; i < n; i++)
+        if ((st = CNotify_center_post(poster, "fp.self"))) return fail("post", st);
+    CNotify_center_flush(poster, 5000);
+    for (int i = 0; i < 3000 && self_got < n + 1; i++) {
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    CNotify_center_get_fast_path_stats(observer, &f);
+    out("got %ld wrong %ld direct %llu", (long)self_got, (long)self_wrong, (unsigned long long)f.delivered);
+    int ok = self_got == n + 1 && self_wrong == 0 && f.delivered > 0;
+    CNotify_center_destroy(poster);
+    CNotify_center_destroy(observer);
+    return ok ? 0 : 1;
+}
