@@ -2,7 +2,7 @@
  * Probe roles for the fast path's bounds (issue 32; docs/PROTOCOL.md "Fast path", "Bounds"),
  * written from PROTOCOL.md alone with raw libdbus and sockets. Each is one hostile or scripted
  * peer; one line per event on stdout.
- *   fp-fakes N none|all     N bus connections, each announcing an endpoint nobody listens on
+ *   fp-fakes N none|all [quiet]  N bus connections, each announcing an endpoint nobody listens on
  *   fp-burst NAME N         a poster that proves itself, posts 1 directly, waits for a line, posts
  *                           2..N directly (no bus copies), and leaves
  *   fp-orders PID NAME      every legal order of HELLO, SYNC frames and their Syncs, paced and
@@ -79,31 +79,41 @@ static int stdin_closed(int timeout_ms) {
     return poll(&p, 1, timeout_ms) > 0 && read(0, buf, sizeof buf) <= 0;
 }
 
-/* fp-fakes N none|all: N bus connections, each announcing a random token nobody listens on, for no
- * bucket (none) or every bucket (all), again to each Query; "ready N"; until stdin closes. */
+/* fp-fakes N none|all [quiet]: N bus connections, each announcing a random token nobody listens on,
+ * for no bucket (none) or every bucket (all), again to each new asker (Query; quiet: no Query rule,
+ * the announcement alone, again every second); "ready N"; until stdin closes. */
 int cmd_fp_fakes(int argc, char **argv) {
-    if (argc < 2) return fail("usage: fp-fakes N none|all", NOTIFY_STATUS_INVALID_REQUEST);
-    int n = atoi(argv[0]), all = strcmp(argv[1], "all") == 0;
+    if (argc < 2) return fail("usage: fp-fakes N none|all [quiet]", NOTIFY_STATUS_INVALID_REQUEST);
+    int n = atoi(argv[0]), all = strcmp(argv[1], "all") == 0, quiet = argc > 2 && strcmp(argv[2], "quiet") == 0;
+    char asked[64][256]; /* the askers answered (each once): the attack is on the poster, not the bus */
+    int nasked = 0;
     DBusConnection **conns = calloc((size_t)n, sizeof *conns);
     char (*tokens)[33] = calloc((size_t)n, sizeof *tokens);
     int made = 0;
     for (; made < n; made++) {
         if (!(conns[made] = raw_connect())) break;
         random_hex(tokens[made]);
-        dbus_bus_add_match(conns[made], "type='signal',interface='" FP_INTERFACE "',member='Query'", NULL);
+        if (!quiet) dbus_bus_add_match(conns[made], "type='signal',interface='" FP_INTERFACE "',member='Query'", NULL);
         send_endpoint(conns[made], tokens[made], all, NULL);
         dbus_connection_flush(conns[made]);
     }
     out("ready %d", made);
-    while (!stdin_closed(20))
+    for (int round = 1; !stdin_closed(20); round++)
         for (int i = 0; i < made; i++) {
             dbus_connection_read_write(conns[i], 0);
             DBusMessage *m;
             while ((m = dbus_connection_pop_message(conns[i]))) {
-                if (dbus_message_is_signal(m, FP_INTERFACE, "Query"))
-                    send_endpoint(conns[i], tokens[i], all, dbus_message_get_sender(m));
+                const char *asker = dbus_message_get_sender(m);
+                int known = 0;
+                for (int k = 0; asker && k < nasked && !known; k++) known = strcmp(asked[k], asker) == 0;
+                if (dbus_message_is_signal(m, FP_INTERFACE, "Query") && asker && !known) {
+                    /* every fake answers this asker, then it is noted (at the last fake) */
+                    send_endpoint(conns[i], tokens[i], all, asker);
+                    if (i == made - 1 && nasked < 64) snprintf(asked[nasked++], sizeof asked[0], "%s", asker);
+                }
                 dbus_message_unref(m);
             }
+            if (quiet && round % 50 == 0) send_endpoint(conns[i], tokens[i], all, NULL);
             dbus_connection_flush(conns[i]);
         }
     return 0;

@@ -92,6 +92,33 @@ struct ProtocolVectorTests {
                 var out = [CChar](repeating: 0, count: 1100)
                 #expect(CNotify_protocol_distributed_match_rule(input == "every name" ? nil : input, &out, out.count) == 0)
                 #expect(cString(out) == row.value, "\(row)")
+            case "distributed post received":
+                // "<name> with an object of N bytes" or "<name> with options N": built as a sender
+                // may build it, read as a receiver reads it.
+                let words = input.split(separator: " ").map(String.init)
+                let name = words[0]
+                var object = ""
+                var options: UInt32 = 0
+                if words.count == 7, words[3] == "object", let n = Int(words[5]) { object = String(repeating: "o", count: n) }
+                else if words.count == 4, words[2] == "options", let n = UInt32(words[3]) { options = n }
+                else { Issue.record("a distributed vector the test cannot read: \(row)") }
+                var bytes: UnsafeMutablePointer<CChar>?
+                var length: Int32 = 0
+                #expect(CNotify_protocol_build_distributed(name, object, nil, 1, 1, options, &bytes, &length) == 0,
+                        "\(String(cString: CNotify_last_error()))")
+                var outName = [CChar](repeating: 0, count: 600), outObject = [CChar](repeating: 0, count: 600)
+                var info: OpaquePointer?
+                var outOptions: UInt32 = 0
+                let status = CNotify_protocol_parse_distributed(bytes, length, &outName, &outObject, &info, &outOptions)
+                CNotify_protocol_free(bytes)
+                if row.value == "dropped" {
+                    #expect(status != 0, "\(row)")
+                } else {
+                    #expect(status == 0, "\(row): \(String(cString: CNotify_last_error()))")
+                    #expect(cString(outObject) == object, "\(row)")
+                    if row.value.hasPrefix("options") { #expect("options \(outOptions)" == row.value, "\(row)") }
+                }
+                CNotify_plist_free(info)
             case "fast-path endpoint address":
                 var out = [CChar](repeating: 0, count: 128)
                 #expect(CNotify_protocol_fast_address(input, &out, out.count) == 0, "\(String(cString: CNotify_last_error()))")

@@ -232,6 +232,38 @@ extension IntegrationSuites {
             for child in [observer, flood] { child.closeStdin() }
         }
 
+        @Test("items 6 and 7 on a system-type bus: uid 1001 (not on the bus) storms HELLOs and uid 65534 floods Queries at once; the victim observer (root) asks the bus nothing for them, answers a few times, and its poster's posts keep coming directly")
+        func stormAndFloodOfOtherUsers() throws {
+            let system = try SystemLikeBus()
+            let env = systemEnvironment(system)
+            let observer = try probe(["fp-peer"], environment: env)
+            defer { observer.kill() }
+            try observer.waitForLine("ready")
+            _ = try command(observer, "observe fp.both") { $0 == "observing fp.both" }
+            let poster = try probe(["fp-peer"], environment: env)
+            defer { poster.kill() }
+            try poster.waitForLine("ready")
+            _ = try command(poster, "post fp.both 1") { $0.hasPrefix("posted fp.both 1 ") }
+            let connected = try command(poster, "peers 1") { $0.hasPrefix("peers ") }
+            #expect(connected == "peers 1")
+            let storm = try probe(["fp-hello-storm", "3000"], environment: [:], uid: FastPathBoundsTests.otherUid)
+            defer { storm.kill() }
+            let flood = try probe(["fp-query-flood", "20000"], environment: env, uid: SystemLikeBus.nobody)
+            defer { flood.kill() }
+            _ = try command(poster, "post fp.both 2000") { $0.hasPrefix("posted fp.both 2000 ") }
+            _ = try flood.waitForLine(timeout: 60) { $0.hasPrefix("queried ") }
+            let stormed = try storm.waitForLine(timeout: 30) { $0.hasPrefix("stormed ") }
+            try observer.waitForLine(timeout: 30) { $0 == "got fp.both 2001" }
+            var seen: [String: UInt64] = [:]
+            try repeatUntil("the observer to count the flood", action: {}, done: {
+                seen = (try? stats(observer)) ?? [:]
+                return (seen["answers"] ?? 0) + (seen["answers_coalesced"] ?? 0) >= 20000
+            })
+            #expect(received(observer, "fp.both") == Array(1...2001))
+            #expect(seen["credential_asks"]! <= 1 && seen["answers"]! <= 200 && seen["fast_delivered"]! >= 1900, "\(stormed): \(seen)")
+            for child in [observer, poster, flood] { child.closeStdin() }
+        }
+
         @Test("item 4 and 9: a distributed post whose object is past 512 bytes (1 MiB, 30 MiB) is dropped on receipt, counted; one within the bound arrives with the reserved option bits cleared")
         func distributedObjectBound() throws {
             let bus = try TestBus()
