@@ -225,20 +225,6 @@ int cmd_fp_swarm(int argc, char **argv) {
 
 /* ---- hostile peers: raw libdbus and sockets, from PROTOCOL.md ---- */
 
-static void announce(DBusConnection *conn, const char *token, const char *destination) {
-    unsigned char bitmap[512];
-    memset(bitmap, 0xff, sizeof bitmap); /* every bucket: the most interest one can claim */
-    const unsigned char *bp = bitmap;
-    dbus_uint32_t version = 1;
-    DBusMessage *m = dbus_message_new_signal("/org/darwinnotify", "org.darwinnotify.FastPath", "Endpoint");
-    if (destination) dbus_message_set_destination(m, destination);
-    dbus_message_append_args(m, DBUS_TYPE_STRING, &token, DBUS_TYPE_ARRAY, DBUS_TYPE_BYTE, &bp, 512, DBUS_TYPE_UINT32,
-                             &version, DBUS_TYPE_INVALID);
-    dbus_connection_send(conn, m, NULL);
-    dbus_message_unref(m);
-    dbus_connection_flush(conn);
-}
-
 /* Answers each Query with `token` until stdin closes, running `each` (may be NULL) per round. */
 static void serve(DBusConnection *conn, const char *token, void (*each)(void *), void *arg) {
     dbus_bus_add_match(conn, "type='signal',interface='org.darwinnotify.FastPath',member='Query'", NULL);
@@ -252,14 +238,12 @@ static void serve(DBusConnection *conn, const char *token, void (*each)(void *),
         dbus_connection_read_write(conn, 20);
         DBusMessage *m;
         while ((m = dbus_connection_pop_message(conn))) {
-            if (dbus_message_is_signal(m, "org.darwinnotify.FastPath", "Query")) announce(conn, token, dbus_message_get_sender(m));
+            if (dbus_message_is_signal(m, "org.darwinnotify.FastPath", "Query")) fp_send_endpoint(conn, token, 1, dbus_message_get_sender(m));
             dbus_message_unref(m);
         }
         if (each) each(arg);
     }
 }
-
-static int first_endpoint(DBusConnection *conn, char token[64], char owner[256]);
 
 /* fp-announce TOKEN: announces TOKEN (any string: a path, an abstract name; "steal": the token of
  * the first endpoint another process announces) for every bucket; "ready UNIQUE". */
@@ -269,24 +253,12 @@ int cmd_fp_announce(int argc, char **argv) {
     if (!conn) return fail("connect", NOTIFY_STATUS_SERVER_NOT_FOUND);
     char token[64], owner[256];
     snprintf(token, sizeof token, "%s", argv[0]);
-    if (strcmp(argv[0], "steal") == 0 && first_endpoint(conn, token, owner) != 0) return fail("nothing to steal", NOTIFY_STATUS_FAILED);
-    announce(conn, token, NULL);
+    if (strcmp(argv[0], "steal") == 0 && fp_find_endpoint(conn, token, owner) != 0) return fail("nothing to steal", NOTIFY_STATUS_FAILED);
+    fp_send_endpoint(conn, token, 1, NULL);
+    dbus_connection_flush(conn);
     out("ready %s", dbus_bus_get_unique_name(conn));
     serve(conn, token, NULL, NULL);
     return 0;
-}
-
-static void random_token(char out[33]) {
-    unsigned char raw[16];
-    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) memset(raw, 7, sizeof raw);
-    for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
-}
-
-static void abstract_address(const char *token, struct sockaddr_un *sa, socklen_t *len) {
-    memset(sa, 0, sizeof *sa);
-    sa->sun_family = AF_UNIX;
-    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "darwin-notify/fp/%s", token);
-    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
 typedef struct { int listen_fd; int accepted; } deaf_state;
@@ -306,60 +278,18 @@ int cmd_fp_deaf(int argc, char **argv) {
     DBusConnection *conn = raw_connect();
     if (!conn) return fail("connect", NOTIFY_STATUS_SERVER_NOT_FOUND);
     char token[33];
-    random_token(token);
+    fp_random_hex(token);
     deaf_state d = { socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0), 0 };
     struct sockaddr_un sa;
     socklen_t len;
-    abstract_address(token, &sa, &len);
+    fp_address(token, &sa, &len);
     if (d.listen_fd < 0 || bind(d.listen_fd, (struct sockaddr *)&sa, len) != 0 || listen(d.listen_fd, 16) != 0)
         return fail("listen", NOTIFY_STATUS_FAILED);
-    announce(conn, token, NULL);
+    fp_send_endpoint(conn, token, 1, NULL);
+    dbus_connection_flush(conn);
     out("ready %s", dbus_bus_get_unique_name(conn));
     serve(conn, token, deaf_accept, &d);
     return 0;
-}
-
-static void put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-
-/* A frame per PROTOCOL.md: type, version 1, two zero bytes, u32 text length, two u64, the text. */
-static size_t frame(unsigned char *out, int type, uint64_t a, uint64_t b, const char *text) {
-    size_t n = strlen(text);
-    out[0] = (unsigned char)type;
-    out[1] = 1;
-    out[2] = out[3] = 0;
-    for (int i = 0; i < 4; i++) out[4 + i] = (unsigned char)(n >> (8 * i));
-    put64(out + 8, a);
-    put64(out + 16, b);
-    memcpy(out + 24, text, n);
-    return 24 + n;
-}
-
-/* Asks for endpoints (Query) and takes the first one announced: its token and its owner. */
-static int first_endpoint(DBusConnection *conn, char token[64], char owner[256]) {
-    dbus_bus_add_match(conn, "type='signal',interface='org.darwinnotify.FastPath',member='Endpoint'", NULL);
-    DBusMessage *q = dbus_message_new_signal("/org/darwinnotify", "org.darwinnotify.FastPath", "Query");
-    dbus_uint32_t version = 1;
-    dbus_message_append_args(q, DBUS_TYPE_UINT32, &version, DBUS_TYPE_INVALID);
-    dbus_connection_send(conn, q, NULL);
-    dbus_message_unref(q);
-    token[0] = '\0';
-    while (!token[0] && dbus_connection_read_write(conn, 10000)) {
-        DBusMessage *m;
-        while (!token[0] && (m = dbus_connection_pop_message(conn))) {
-            const char *t;
-            const unsigned char *bits;
-            int nbits;
-            dbus_uint32_t v;
-            if (dbus_message_is_signal(m, "org.darwinnotify.FastPath", "Endpoint")
-                && dbus_message_get_args(m, NULL, DBUS_TYPE_STRING, &t, DBUS_TYPE_ARRAY, DBUS_TYPE_BYTE, &bits, &nbits,
-                                         DBUS_TYPE_UINT32, &v, DBUS_TYPE_INVALID)) {
-                snprintf(token, 64, "%s", t);
-                snprintf(owner, 256, "%s", dbus_message_get_sender(m));
-            }
-            dbus_message_unref(m);
-        }
-    }
-    return token[0] ? 0 : -1;
 }
 
 /* fp-forge CLAIM NAME...: asks for endpoints (Query), takes the first one announced, connects to
@@ -371,32 +301,23 @@ int cmd_fp_forge(int argc, char **argv) {
     DBusConnection *conn = raw_connect();
     if (!conn) return fail("connect", NOTIFY_STATUS_SERVER_NOT_FOUND);
     char token[64] = "", owner[256] = "";
-    if (first_endpoint(conn, token, owner) != 0) return fail("no endpoint announced", NOTIFY_STATUS_FAILED);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-    struct sockaddr_un sa;
-    socklen_t len;
-    abstract_address(token, &sa, &len);
-    if (connect(fd, (struct sockaddr *)&sa, len) != 0) return fail("connect to the endpoint", NOTIFY_STATUS_FAILED);
+    if (fp_find_endpoint(conn, token, owner) != 0) return fail("no endpoint announced", NOTIFY_STATUS_FAILED);
+    int fd = fp_connect_endpoint(token, 0);
+    if (fd < 0) return fail("connect to the endpoint", NOTIFY_STATUS_FAILED);
     const char *claim = strcmp(argv[0], "-") == 0 ? dbus_bus_get_unique_name(conn) : argv[0];
     uint64_t sync = 0x5eed5eed5eed5eedull;
     unsigned char buf[1024];
-    size_t n = frame(buf, 1, 0x0123456789abcdefull, sync, claim);
+    size_t n = fp_frame(buf, 1, 0x0123456789abcdefull, sync, claim);
     int sent = send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n;
-    DBusMessage *s = dbus_message_new_signal("/org/darwinnotify", "org.darwinnotify.FastPath", "Sync");
-    dbus_message_set_destination(s, owner);
-    dbus_uint64_t st = sync;
-    dbus_message_append_args(s, DBUS_TYPE_UINT64, &st, DBUS_TYPE_INVALID);
-    dbus_connection_send(conn, s, NULL);
-    dbus_message_unref(s);
-    dbus_connection_flush(conn);
+    fp_send_sync(conn, owner, sync);
     int count = 0;
     for (int i = 1; i < argc && sent; i++) {
-        n = frame(buf, 2, 1, 0, argv[i]);
+        n = fp_frame(buf, 2, 1, 0, argv[i]);
         if (send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n) count++;
     }
     out("sent %d to %s", count, owner);
     /* Then garbage: a frame of an unknown type. The endpoint must hang up, nothing else. */
-    n = frame(buf, 9, 0, 0, "x");
+    n = fp_frame(buf, 9, 0, 0, "x");
     send(fd, buf, n, MSG_NOSIGNAL);
     char c;
     struct pollfd p = { .fd = fd, .events = POLLIN };

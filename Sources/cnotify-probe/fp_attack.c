@@ -7,8 +7,9 @@
  *                           2..N directly (no bus copies), and leaves
  *   fp-orders PID NAME      every legal order of HELLO, SYNC frames and their Syncs, paced and
  *                           with the observer (PID) stopped
- *   fp-idle N               N connections to every endpoint in /proc/net/unix, never a word
- *   fp-hello-storm MS       connect, HELLO as someone else, close, for MS milliseconds
+ *   fp-idle TOKEN N         N connections to the endpoint TOKEN ("all": every one in /proc/net/unix),
+ *                           never a word
+ *   fp-hello-storm TOKEN MS connect, HELLO as someone else, close, for MS milliseconds
  *   fp-query-flood N        N Queries from one bus connection that never reads
  *   dist-object BYTES NAME  a Distributed Post of NAME whose object is BYTES long, options all set
  *   plist-keys N            a dictionary of N keys built by the public API: the comparisons made
@@ -32,7 +33,7 @@
 #define FP_INTERFACE "org.darwinnotify.FastPath"
 #define FP_PATH "/org/darwinnotify"
 
-static void random_hex(char out[33]) {
+void fp_random_hex(char out[33]) {
     unsigned char raw[16];
     if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) memset(raw, 7, sizeof raw);
     for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
@@ -48,7 +49,7 @@ static uint64_t random_u64(void) {
 static void put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
 
 /* A frame per PROTOCOL.md: type, version 1, two zero bytes, u32 text length, two u64, the text. */
-static size_t frame(unsigned char *out, int type, uint64_t a, uint64_t b, const char *text) {
+size_t fp_frame(unsigned char *out, int type, uint64_t a, uint64_t b, const char *text) {
     size_t n = strlen(text);
     out[0] = (unsigned char)type;
     out[1] = 1;
@@ -60,7 +61,7 @@ static size_t frame(unsigned char *out, int type, uint64_t a, uint64_t b, const 
     return 24 + n;
 }
 
-static void send_endpoint(DBusConnection *conn, const char *token, int all, const char *destination) {
+void fp_send_endpoint(DBusConnection *conn, const char *token, int all, const char *destination) {
     unsigned char bitmap[512];
     memset(bitmap, all ? 0xff : 0, sizeof bitmap);
     const unsigned char *bp = bitmap;
@@ -92,9 +93,9 @@ int cmd_fp_fakes(int argc, char **argv) {
     int made = 0;
     for (; made < n; made++) {
         if (!(conns[made] = raw_connect())) break;
-        random_hex(tokens[made]);
+        fp_random_hex(tokens[made]);
         if (!quiet) dbus_bus_add_match(conns[made], "type='signal',interface='" FP_INTERFACE "',member='Query'", NULL);
-        send_endpoint(conns[made], tokens[made], all, NULL);
+        fp_send_endpoint(conns[made], tokens[made], all, NULL);
         dbus_connection_flush(conns[made]);
     }
     out("ready %d", made);
@@ -108,19 +109,19 @@ int cmd_fp_fakes(int argc, char **argv) {
                 for (int k = 0; asker && k < nasked && !known; k++) known = strcmp(asked[k], asker) == 0;
                 if (dbus_message_is_signal(m, FP_INTERFACE, "Query") && asker && !known) {
                     /* every fake answers this asker, then it is noted (at the last fake) */
-                    send_endpoint(conns[i], tokens[i], all, asker);
+                    fp_send_endpoint(conns[i], tokens[i], all, asker);
                     if (i == made - 1 && nasked < 64) snprintf(asked[nasked++], sizeof asked[0], "%s", asker);
                 }
                 dbus_message_unref(m);
             }
-            if (quiet && round % 50 == 0) send_endpoint(conns[i], tokens[i], all, NULL);
+            if (quiet && round % 50 == 0) fp_send_endpoint(conns[i], tokens[i], all, NULL);
             dbus_connection_flush(conns[i]);
         }
     return 0;
 }
 
 /* Asks for endpoints (Query) and takes the first announced one's token and owner. */
-static int find_endpoint(DBusConnection *conn, char token[64], char owner[256]) {
+int fp_find_endpoint(DBusConnection *conn, char token[64], char owner[256]) {
     dbus_bus_add_match(conn, "type='signal',interface='" FP_INTERFACE "',member='Endpoint'", NULL);
     DBusMessage *q = dbus_message_new_signal(FP_PATH, FP_INTERFACE, "Query");
     dbus_uint32_t version = 1;
@@ -148,13 +149,18 @@ static int find_endpoint(DBusConnection *conn, char token[64], char owner[256]) 
     return token[0] ? 0 : -1;
 }
 
-static int connect_endpoint(const char *token, int nonblock) {
+void fp_address(const char *token, struct sockaddr_un *sa, socklen_t *len) {
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "darwin-notify/fp/%s", token);
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+int fp_connect_endpoint(const char *token, int nonblock) {
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | (nonblock ? SOCK_NONBLOCK : 0), 0);
     struct sockaddr_un sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sun_family = AF_UNIX;
-    int n = snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, "darwin-notify/fp/%s", token);
-    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+    socklen_t len;
+    fp_address(token, &sa, &len);
     if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len) != 0 && errno != EINPROGRESS) {
         close(fd);
         return -1;
@@ -162,7 +168,7 @@ static int connect_endpoint(const char *token, int nonblock) {
     return fd;
 }
 
-static void send_sync(DBusConnection *conn, const char *owner, uint64_t token) {
+void fp_send_sync(DBusConnection *conn, const char *owner, uint64_t token) {
     DBusMessage *s = dbus_message_new_signal(FP_PATH, FP_INTERFACE, "Sync");
     dbus_message_set_destination(s, owner);
     dbus_uint64_t t = token;
@@ -189,22 +195,22 @@ int cmd_fp_burst(int argc, char **argv) {
     long n = atol(argv[1]);
     DBusConnection *conn = raw_connect();
     char token[64], owner[256];
-    if (!conn || find_endpoint(conn, token, owner) != 0) return fail("no endpoint", NOTIFY_STATUS_FAILED);
-    int fd = connect_endpoint(token, 0);
+    if (!conn || fp_find_endpoint(conn, token, owner) != 0) return fail("no endpoint", NOTIFY_STATUS_FAILED);
+    int fd = fp_connect_endpoint(token, 0);
     if (fd < 0) return fail("connect to the endpoint", NOTIFY_STATUS_FAILED);
     unsigned char buf[1024];
     uint64_t sync = random_u64();
-    size_t len = frame(buf, 1, random_u64(), sync, dbus_bus_get_unique_name(conn));
+    size_t len = fp_frame(buf, 1, random_u64(), sync, dbus_bus_get_unique_name(conn));
     if (send(fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len) return fail("HELLO", NOTIFY_STATUS_FAILED);
-    send_sync(conn, owner, sync);
-    len = frame(buf, 2, 1, 0, argv[0]);
+    fp_send_sync(conn, owner, sync);
+    len = fp_frame(buf, 2, 1, 0, argv[0]);
     if (send(fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len) return fail("POST", NOTIFY_STATUS_FAILED);
     out("first");
     char line[64];
     if (!fgets(line, sizeof line, stdin)) return 0;
     long last = 1;
     for (long seq = 2; seq <= n; seq++) {
-        len = frame(buf, 2, (uint64_t)seq, 0, argv[0]);
+        len = fp_frame(buf, 2, (uint64_t)seq, 0, argv[0]);
         if (send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len) break;
         last = seq;
     }
@@ -235,8 +241,8 @@ int cmd_fp_orders(int argc, char **argv) {
                 for (int g0 = 1; g0 <= g1; g0++) {
                     DBusConnection *conn = raw_connect();
                     char token[64], owner[256], name[300], steps[128] = "";
-                    if (!conn || find_endpoint(conn, token, owner) != 0) return fail("no endpoint", NOTIFY_STATUS_FAILED);
-                    int fd = connect_endpoint(token, 0);
+                    if (!conn || fp_find_endpoint(conn, token, owner) != 0) return fail("no endpoint", NOTIFY_STATUS_FAILED);
+                    int fd = fp_connect_endpoint(token, 0);
                     if (fd < 0) return fail("connect to the endpoint", NOTIFY_STATUS_FAILED);
                     snprintf(name, sizeof name, "%s.%d", argv[1], count);
                     uint64_t syncs[3] = { random_u64(), random_u64(), random_u64() };
@@ -244,7 +250,7 @@ int cmd_fp_orders(int argc, char **argv) {
                     if (stopped) kill(observer, SIGSTOP);
                     for (int s = 0; s <= 6; s++) {
                         while (next_sync < 3 && gaps[next_sync] == s) {
-                            send_sync(conn, owner, syncs[next_sync]);
+                            fp_send_sync(conn, owner, syncs[next_sync]);
                             if (!stopped) ping(conn, owner);
                             snprintf(steps + strlen(steps), sizeof steps - strlen(steps), "S%d ", next_sync);
                             next_sync++;
@@ -253,9 +259,9 @@ int cmd_fp_orders(int argc, char **argv) {
                         unsigned char buf[600];
                         size_t len;
                         const char *step = socket_steps[s];
-                        if (step[0] == 'H') len = frame(buf, 1, random_u64(), syncs[0], dbus_bus_get_unique_name(conn));
-                        else if (step[0] == 'P') len = frame(buf, 2, (uint64_t)(step[1] - '0'), 0, name);
-                        else len = frame(buf, 3, syncs[step[1] - '0'], 0, "");
+                        if (step[0] == 'H') len = fp_frame(buf, 1, random_u64(), syncs[0], dbus_bus_get_unique_name(conn));
+                        else if (step[0] == 'P') len = fp_frame(buf, 2, (uint64_t)(step[1] - '0'), 0, name);
+                        else len = fp_frame(buf, 3, syncs[step[1] - '0'], 0, "");
                         if (send(fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len) return fail("send", NOTIFY_STATUS_FAILED);
                         snprintf(steps + strlen(steps), sizeof steps - strlen(steps), "%s ", step);
                     }
@@ -297,18 +303,27 @@ static int endpoints_listed(char tokens[][33], int cap) {
     return n;
 }
 
-/* fp-idle N: N connections to every endpoint on this host, never a byte sent; "idle K" with the
- * connections made; "closed C" once C of them were closed by the other end; until stdin closes. */
+/* The endpoint `which` names (its token), or with "all" every one on this host: how many. */
+static int endpoints_named(const char *which, char tokens[64][33]) {
+    if (strcmp(which, "all") == 0) return endpoints_listed(tokens, 64);
+    snprintf(tokens[0], 33, "%s", which);
+    return 1;
+}
+
+/* fp-idle TOKEN N: N connections to the endpoint TOKEN ("all": every endpoint on this host), never a
+ * byte sent; "idle K" with the connections made; "closed C" once C of them were closed by the
+ * other end; until stdin closes. */
 int cmd_fp_idle(int argc, char **argv) {
-    int n = argc > 0 ? atoi(argv[0]) : 300;
+    if (argc < 2) return fail("usage: fp-idle TOKEN|all N", NOTIFY_STATUS_INVALID_REQUEST);
+    int n = atoi(argv[1]);
     char tokens[64][33];
-    int endpoints = endpoints_listed(tokens, 64);
+    int endpoints = endpoints_named(argv[0], tokens);
     int *fds = calloc((size_t)(n * (endpoints ? endpoints : 1)), sizeof *fds), made = 0;
     /* The listen backlog holds 128: connections are tried again while the endpoint accepts (and
      * closes what it will), for at most 10 s. */
     for (int e = 0; e < endpoints; e++)
         for (int i = 0, tries = 0; i < n && tries < 1000; tries++) {
-            int fd = connect_endpoint(tokens[e], 1);
+            int fd = fp_connect_endpoint(tokens[e], 1);
             if (fd >= 0) { fds[made++] = fd; i++; continue; }
             struct timespec pause = { 0, 10000000 };
             nanosleep(&pause, NULL);
@@ -327,23 +342,25 @@ int cmd_fp_idle(int argc, char **argv) {
     return 0;
 }
 
-/* fp-hello-storm MS: for MS milliseconds, connects to every endpoint on this host, says HELLO as a
- * unique name that is not its own (it need not be on the bus at all) and hangs up; "stormed N". */
+/* fp-hello-storm TOKEN MS: for MS milliseconds, connects to the endpoint TOKEN ("all": every
+ * endpoint on this host), says HELLO as a unique name that is not its own (it need not be on the
+ * bus at all) and hangs up; "stormed N". */
 int cmd_fp_hello_storm(int argc, char **argv) {
-    long ms = argc > 0 ? atol(argv[0]) : 1000;
+    if (argc < 2) return fail("usage: fp-hello-storm TOKEN|all MS", NOTIFY_STATUS_INVALID_REQUEST);
+    long ms = atol(argv[1]);
     char tokens[64][33];
-    int endpoints = endpoints_listed(tokens, 64);
+    int endpoints = endpoints_named(argv[0], tokens);
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long n = 0;
     unsigned char buf[128];
     do {
         for (int e = 0; e < endpoints; e++) {
-            int fd = connect_endpoint(tokens[e], 1);
+            int fd = fp_connect_endpoint(tokens[e], 1);
             if (fd < 0) continue;
             char claim[32];
             snprintf(claim, sizeof claim, ":1.%ld", 1 + n % 50);
-            size_t len = frame(buf, 1, random_u64(), random_u64(), claim);
+            size_t len = fp_frame(buf, 1, random_u64(), random_u64(), claim);
             if (send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len) n++;
             close(fd);
         }

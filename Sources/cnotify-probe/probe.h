@@ -2,6 +2,8 @@
  * semantics roles (semantics.c). */
 #ifndef CNOTIFY_PROBE_H
 #define CNOTIFY_PROBE_H
+#include <stddef.h>
+#include <sys/socket.h>
 #include <stdint.h>
 
 void say(const char *fmt, const char *arg);
@@ -11,6 +13,18 @@ void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A registered private libdbus connection to DARWIN_NOTIFY_BUS, or NULL (said on stderr). */
 struct DBusConnection;
 struct DBusConnection *raw_connect(void);
+
+/* The fast path's contract written from PROTOCOL.md, for the hostile and scripted peers
+ * (fp_attack.c): a frame's bytes, an endpoint's abstract address, a connection to it, the bus
+ * signals (Endpoint for no bucket or every one; Sync), the first endpoint announced to a Query. */
+struct sockaddr_un;
+void fp_random_hex(char out[33]);
+size_t fp_frame(unsigned char *out, int type, uint64_t a, uint64_t b, const char *text);
+void fp_address(const char *token, struct sockaddr_un *sa, socklen_t *len);
+int fp_connect_endpoint(const char *token, int nonblock);
+void fp_send_endpoint(struct DBusConnection *conn, const char *token, int all, const char *destination);
+void fp_send_sync(struct DBusConnection *conn, const char *owner, uint64_t token);
+int fp_find_endpoint(struct DBusConnection *conn, char token[64], char owner[256]);
 
 int cmd_signal(int argc, char **argv);
 int cmd_fp_peer(int argc, char **argv);

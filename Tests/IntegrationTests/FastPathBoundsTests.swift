@@ -7,39 +7,11 @@ import Testing
 /// hostile roles, written from PROTOCOL.md) and was seen failing before its fix.
 extension IntegrationSuites {
     @Suite("Fast path bounds", .serialized)
-    struct FastPathBoundsTests {
+    struct FastPathBoundsTests: FastPathDriving {
         static let otherUid: UInt32 = 1001 // a uid with no passwd entry: never on any bus
 
-        func command(_ child: ChildProcess, _ line: String, answer: (String) -> Bool) throws -> String {
-            try child.write(line + "\n")
-            return try child.waitForLine(timeout: 60, answer)
-        }
 
-        /// The fields of a fresh `stats` line of an fp-peer.
-        func stats(_ child: ChildProcess) throws -> [String: UInt64] {
-            let before = child.lines.filter { $0.hasPrefix("stats ") }.count
-            try child.write("stats\n")
-            var line = ""
-            try repeatUntil("a stats line", action: {}, done: {
-                let all = child.lines.filter { $0.hasPrefix("stats ") }
-                if all.count > before { line = all.last! }
-                return all.count > before
-            })
-            var fields: [String: UInt64] = [:]
-            for part in line.split(separator: " ").dropFirst() {
-                let kv = part.split(separator: "=")
-                if kv.count == 2, let v = UInt64(kv[1]) { fields[String(kv[0])] = v }
-            }
-            return fields
-        }
 
-        func received(_ child: ChildProcess, _ name: String) -> [UInt64] {
-            child.lines.compactMap { line in
-                let parts = line.split(separator: " ")
-                guard parts.count == 3, parts[0] == "got", parts[1] == name[...] else { return nil }
-                return UInt64(parts[2])
-            }
-        }
 
         func probe(_ arguments: [String], environment: [String: String], uid: UInt32? = nil, prefix: [String] = []) throws -> ChildProcess {
             let path = ChildProcess.productsDirectory + "/cnotify-probe"
@@ -152,10 +124,11 @@ extension IntegrationSuites {
             defer { observer.kill() }
             try observer.waitForLine("ready")
             _ = try command(observer, "observe fp.idle") { $0 == "observing fp.idle" }
-            let idle = try probe(["fp-idle", "300"], environment: [:], uid: FastPathBoundsTests.otherUid)
+            let token = try endpointToken(of: observer.processIdentifier)
+            let idle = try probe(["fp-idle", token, "300"], environment: [:], uid: FastPathBoundsTests.otherUid)
             defer { idle.kill() }
             let made = try idle.waitForLine { $0.hasPrefix("idle ") }
-            #expect(made.hasPrefix("idle 300 to "), "\(made)")
+            #expect(made == "idle 300 to 1 endpoints", "\(made)")
             // Each is closed unproved: at accept past the per-uid cap, the rest after 2 s.
             try idle.waitForLine(timeout: 30) { $0 == "closed 300" }
             let poster = try probe(["fp-peer"], environment: env)
@@ -189,7 +162,8 @@ extension IntegrationSuites {
             _ = try command(poster, "post fp.storm 1") { $0.hasPrefix("posted fp.storm 1 ") }
             let connected = try command(poster, "peers 1") { $0.hasPrefix("peers ") }
             #expect(connected == "peers 1")
-            let storm = try probe(["fp-hello-storm", "3000"], environment: [:], uid: FastPathBoundsTests.otherUid)
+            let storm = try probe(["fp-hello-storm", try endpointToken(of: observer.processIdentifier), "3000"], environment: [:],
+                                  uid: FastPathBoundsTests.otherUid)
             defer { storm.kill() }
             _ = try command(poster, "post fp.storm 2000") { $0.hasPrefix("posted fp.storm 2000 ") }
             let stormed = try storm.waitForLine(timeout: 30) { $0.hasPrefix("stormed ") }
@@ -246,7 +220,8 @@ extension IntegrationSuites {
             _ = try command(poster, "post fp.both 1") { $0.hasPrefix("posted fp.both 1 ") }
             let connected = try command(poster, "peers 1") { $0.hasPrefix("peers ") }
             #expect(connected == "peers 1")
-            let storm = try probe(["fp-hello-storm", "3000"], environment: [:], uid: FastPathBoundsTests.otherUid)
+            let storm = try probe(["fp-hello-storm", try endpointToken(of: observer.processIdentifier), "3000"], environment: [:],
+                                  uid: FastPathBoundsTests.otherUid)
             defer { storm.kill() }
             let flood = try probe(["fp-query-flood", "20000"], environment: env, uid: SystemLikeBus.nobody)
             defer { flood.kill() }

@@ -5,7 +5,7 @@ import Testing
 /// to observer, besides their bus copy, and every guarantee of the bus path holds.
 extension IntegrationSuites {
     @Suite("Fast path", .serialized)
-    struct FastPathTests {
+    struct FastPathTests: FastPathDriving {
         let bus: TestBus
         init() throws { bus = try TestBus() }
 
@@ -16,28 +16,7 @@ extension IntegrationSuites {
             return child
         }
 
-        func command(_ child: ChildProcess, _ line: String, answer: (String) -> Bool) throws -> String {
-            try child.write(line + "\n")
-            return try child.waitForLine(timeout: 60, answer)
-        }
 
-        /// The fields of the last `stats` line.
-        func stats(_ child: ChildProcess) throws -> [String: UInt64] {
-            let before = child.lines.filter { $0.hasPrefix("stats ") }.count
-            try child.write("stats\n")
-            var line = ""
-            try repeatUntil("a stats line", action: {}, done: {
-                let all = child.lines.filter { $0.hasPrefix("stats ") }
-                if all.count > before { line = all.last! }
-                return all.count > before
-            })
-            var fields: [String: UInt64] = [:]
-            for part in line.split(separator: " ").dropFirst() {
-                let kv = part.split(separator: "=")
-                if kv.count == 2, let v = UInt64(kv[1]) { fields[String(kv[0])] = v }
-            }
-            return fields
-        }
 
         /// Posts `name` once and waits until the poster is connected to `peers` observers.
         func connect(_ poster: ChildProcess, _ name: String, peers: Int) throws {
@@ -53,14 +32,6 @@ extension IntegrationSuites {
             }
         }
 
-        /// The sequence numbers an observer printed for `name`, in order.
-        func received(_ child: ChildProcess, _ name: String) -> [UInt64] {
-            child.lines.compactMap { line in
-                let parts = line.split(separator: " ")
-                guard parts.count == 3, parts[0] == "got", parts[1] == name[...] else { return nil }
-                return UInt64(parts[2])
-            }
-        }
 
         @Test("on by default: each post delivered once, most by the fast path, its bus copy dropped; foreign monitors see every post; DARWIN_NOTIFY_FAST_PATH=0 turns it off")
         func onByDefault() throws {

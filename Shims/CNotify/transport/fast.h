@@ -12,7 +12,7 @@
  * sees a cn_transport. Only files of this folder include it.
  *
  * Order of the files (each calls only those before it, and the bus files): fast_wire,
- * fast_announce, fast_endpoint, fast_peers, fast_transport.
+ * fast_announce, fast_posters, fast_endpoint, fast_accept, fast_peers, fast_transport.
  */
 #ifndef CNOTIFY_FAST_H
 #define CNOTIFY_FAST_H
@@ -78,7 +78,8 @@ typedef struct cn_fast_fd {
 
 typedef struct cn_fast cn_fast;
 
-/* ---- fast_endpoint.c: the observer's side (loop thread, but the counts: endpoint.lock) ---- */
+/* ---- the observer's side: fast_announce, fast_posters, fast_endpoint, fast_accept (loop thread, but
+ * the counts: endpoint.lock) ---- */
 typedef struct cn_fast_poster cn_fast_poster;
 typedef struct cn_fast_endpoint {
     pthread_mutex_t lock;               /* counts, wildcards, announce_due (a leaf) */
@@ -120,16 +121,60 @@ void cn_endpoint_query(cn_fast *f, const char *sender);
 void cn_announce_forget(cn_fast *f, const char *unique);
 void cn_announce_disconnected(cn_fast *f);
 
-/* ---- fast_endpoint.c: the observer's connections from posters ---- */
+/* ---- fast_posters.c: an endpoint's connections and records of posters (loop thread) ---- */
+/* CN_P_HELLO: accepted, its HELLO not read. CN_P_PROOF: HELLO read, its Sync awaited. CN_P_CRED:
+ * the bus's credentials asked. CN_P_SYNC: proved, a barrier's Sync awaited. CN_P_READY: read. */
+enum { CN_P_HELLO, CN_P_PROOF, CN_P_CRED, CN_P_SYNC, CN_P_READY, CN_P_CLOSED };
+struct held_frames;
+struct cn_fast_poster {
+    cn_fast_fd io;                      /* first: the epoll tag; fd -1 once closed */
+    int state;
+    int polled;                         /* in the epoll set (out of it after a hang-up while not reading) */
+    int departed;                       /* its bus connection left: every barrier has passed */
+    pid_t pid;                          /* SO_PEERCRED: the kernel's word */
+    uid_t uid;
+    uint64_t accepted_at;               /* ms; an unverified connection's clock */
+    uint64_t request;                   /* P_CRED: the credentials request */
+    char claim[256];                    /* unverified: the unique name its HELLO claims */
+    char unique[256];                   /* its bus connection, once verified (or from its Sync) */
+    uint64_t origin, token;             /* from HELLO; token: then the barrier awaited (P_SYNC) */
+    uint64_t syncs[CN_FAST_SYNCS_KEPT]; /* Sync tokens that came by the bus, oldest first, unmatched */
+    unsigned nsyncs;
+    cn_map highest;                     /* name -> highest number delivered by either path */
+    struct held_frames *held;           /* read with a SYNC before them, waiting for its Sync; NULL: none */
+};
 void cn_endpoint_init(cn_fast_endpoint *e);
 void cn_endpoint_free(cn_fast *f);
+int cn_poster_list(cn_fast_endpoint *e, cn_fast_poster *p);
+int cn_poster_unverified(const cn_fast_poster *p);  /* connected, not proved yet */
+void cn_poster_close_fd(cn_fast *f, cn_fast_poster *p);
+void cn_poster_drop(cn_fast *f, cn_fast_poster *p); /* unlisted (and its record gone) and freed */
+/* A connection ends: the record stays while it is the bus connection's, else it goes. */
+void cn_poster_close(cn_fast *f, cn_fast_poster *p);
+cn_fast_poster *cn_poster_record(cn_fast *f, const char *unique); /* made if none; NULL: no room */
+void cn_poster_sync_came(cn_fast_poster *r, uint64_t token);
+int cn_poster_sync_known(const cn_fast_poster *r, uint64_t token);
+/* A barrier with `token` passes: its Sync and every older one are used up. 1 if it had come. */
+int cn_poster_sync_pass(cn_fast_poster *r, uint64_t token);
+void cn_poster_set_reading(cn_fast *f, cn_fast_poster *p, int reading);
+/* A connection that hung up while not read leaves the epoll set; its frames stay in the socket. */
+void cn_poster_unpoll(cn_fast *f, cn_fast_poster *p);
+
+/* ---- fast_endpoint.c: reading a proved connection ---- */
+/* Reads it: from the loop, 8 batches of 32 frames; with `events` 0, to its end. */
+void cn_endpoint_read(cn_fast *f, cn_fast_poster *p, uint32_t events);
+/* It may be read again (its barrier passed): the held frames, then the socket when it is out of
+ * the epoll set or departed. */
+void cn_endpoint_resume(cn_fast *f, cn_fast_poster *p);
+/* A post that came by the bus: 1 if its fast copy was delivered already (drop it). */
+int cn_endpoint_seen(cn_fast *f, const cn_received_post *post);
+
+/* ---- fast_accept.c: accepting and proving connections, departures ---- */
 void cn_endpoint_prepare(cn_fast *f, int *timeout_ms);
 void cn_endpoint_handle(cn_fast *f, cn_fast_fd *io, uint32_t events);
 void cn_endpoint_sync(cn_fast *f, const char *sender, uint64_t token);
 /* The bus's answer to credentials request `request` (cn_bus_fast_ask_credentials). */
 void cn_endpoint_credentials(cn_fast *f, uint64_t request, int ok, pid_t pid, uid_t uid);
-/* A post that came by the bus: 1 if its fast copy was delivered already (drop it). */
-int cn_endpoint_seen(cn_fast *f, const cn_received_post *post);
 void cn_endpoint_sender_gone(cn_fast *f, const char *unique);
 void cn_endpoint_disconnected(cn_fast *f);
 

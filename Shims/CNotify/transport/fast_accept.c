@@ -1,0 +1,254 @@
+/*
+ * fast_accept.c: an endpoint's accepted connections until they are proved, and posters' departures
+ * (docs/PROTOCOL.md "Fast path", "Accepting", "Bounds"). A connection's frames are read only once
+ * it has proved who it is: (1) its HELLO names a bus connection, (2) that bus connection sent us,
+ * by the bus, the Sync with the HELLO's token (the bus vouches for the sender, and only the poster
+ * that wrote the HELLO knows the token), and (3) the bus reports for that connection the process
+ * and user the kernel gives for the socket (SO_PEERCRED), asked without waiting
+ * (cn_bus_fast_ask_credentials). Until then a connection costs a slot and no bus call: at most
+ * CN_FAST_UNVERIFIED_MAX of them, CN_FAST_UNVERIFIED_PER_UID of one uid, each for at most
+ * CN_FAST_PROOF_MS; another uid than ours and root's holds at most 1/CN_FAST_OTHER_UID_SHARE of
+ * the connections.
+ *
+ * When a poster leaves the bus every bus message it sent has been handled: its connection is read
+ * to the end, barriers or not (an unproved one too, when its HELLO and its Sync had both come),
+ * and so is the connection a reconnecting poster leaves for a new one. No frame a poster wrote is
+ * dropped unread. Loop thread only.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+#include "fast.h"
+
+/* Its HELLO's Sync came from the claimed connection: ask the bus who that is (no waiting). */
+static void ask_credentials(cn_fast *f, cn_fast_poster *p) {
+    p->request = ++f->endpoint.next_request;
+    p->state = CN_P_CRED;
+    atomic_fetch_add(&f->credential_asks, 1);
+    if (cn_bus_fast_ask_credentials(f->bus_impl, p->claim, p->request) != NOTIFY_STATUS_OK) {
+        atomic_fetch_add(&f->refused, 1);
+        cn_poster_close(f, p);
+    }
+}
+
+/* Connection `p` proved to be the poster `r` is the record of: the record takes it over. A
+ * connection the record had (the poster connected again) is read to its end first: every Sync it
+ * awaits came before this one. */
+static void adopt(cn_fast *f, cn_fast_poster *p, cn_fast_poster *r) {
+    if (r->io.fd >= 0) {
+        int departed = r->departed;
+        r->departed = 1;
+        cn_endpoint_resume(f, r);
+        r->departed = departed;
+        if (r->io.fd >= 0) cn_poster_close_fd(f, r);
+    }
+    free(r->held);
+    r->held = NULL;
+    cn_poster_sync_pass(r, p->token);
+    f->endpoint.unverified--;
+    r->io.fd = p->io.fd;
+    r->polled = p->polled;
+    r->pid = p->pid;
+    r->uid = p->uid;
+    r->origin = p->origin;
+    r->token = p->token;
+    p->io.fd = -1;
+    p->polled = 0;
+    cn_poster_drop(f, p); /* unverified: listed, no record */
+    if (r->polled) {
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &r->io };
+        epoll_ctl(f->epoll_fd, EPOLL_CTL_MOD, r->io.fd, &ev);
+    }
+    cn_endpoint_resume(f, r);
+}
+
+void cn_endpoint_credentials(cn_fast *f, uint64_t request, int ok, pid_t pid, uid_t uid) {
+    cn_fast_endpoint *e = &f->endpoint;
+    cn_fast_poster *p = NULL;
+    for (size_t i = 0; i < e->nposters && !p; i++)
+        if (e->posters[i]->state == CN_P_CRED && e->posters[i]->request == request) p = e->posters[i];
+    if (!p) return; /* closed meanwhile, or adopted when its poster left */
+    cn_fast_poster *r = cn_map_get(&e->by_sender, p->claim);
+    if (!ok || pid != p->pid || uid != p->uid || !r || !cn_poster_sync_known(r, p->token)) {
+        atomic_fetch_add(&f->refused, 1); /* another process's name: an impostor */
+        cn_poster_close(f, p);
+        return;
+    }
+    adopt(f, p, r);
+}
+
+/* Reads the one frame of a CN_P_HELLO connection: 1 when it was a HELLO (now CN_P_PROOF), 0 for nothing
+ * yet, -1 when the connection was closed. */
+static int read_hello(cn_fast *f, cn_fast_poster *p) {
+    unsigned char buf[CN_FAST_FRAME_MAX + 1];
+    ssize_t n = recv(p->io.fd, buf, CN_FAST_FRAME_MAX, MSG_DONTWAIT | MSG_TRUNC);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+    cn_fast_frame fr;
+    if (n <= 0 || n > CN_FAST_FRAME_MAX || cn_fast_parse(buf, (size_t)n, &fr) != 0 || fr.type != CN_FAST_HELLO) {
+        if (n > 0) atomic_fetch_add(&f->refused, 1);
+        cn_poster_close(f, p);
+        return -1;
+    }
+    snprintf(p->claim, sizeof p->claim, "%s", fr.unique_name);
+    p->origin = fr.origin;
+    p->token = fr.token;
+    p->state = CN_P_PROOF;
+    cn_poster_set_reading(f, p, 0);
+    cn_fast_poster *r = cn_map_get(&f->endpoint.by_sender, p->claim);
+    if (r && cn_poster_sync_known(r, p->token)) ask_credentials(f, p); /* its Sync came first */
+    return 1;
+}
+
+void cn_endpoint_sync(cn_fast *f, const char *sender, uint64_t token) {
+    cn_fast_endpoint *e = &f->endpoint;
+    cn_fast_poster *r = cn_poster_record(f, sender);
+    if (!r) return;
+    cn_poster_sync_came(r, token);
+    if (r->io.fd >= 0 && r->state == CN_P_SYNC && r->token == token) {
+        cn_poster_sync_pass(r, token);
+        cn_endpoint_resume(f, r); /* the frames after the SYNC come after what the bus brought before */
+    }
+    for (size_t i = 0; i < e->nposters; i++) { /* a connection whose HELLO this proves */
+        cn_fast_poster *p = e->posters[i];
+        if (p->state == CN_P_PROOF && p->io.fd >= 0 && p->token == token && strcmp(p->claim, sender) == 0) {
+            ask_credentials(f, p);
+            return;
+        }
+    }
+}
+
+/* ---- accepting ---- */
+
+static void accept_posters(cn_fast *f) {
+    cn_fast_endpoint *e = &f->endpoint;
+    size_t live = 0;
+    for (size_t k = 0; k < e->nposters; k++) live += e->posters[k]->io.fd >= 0;
+    uid_t own = geteuid();
+    size_t other_share = f->fd_cap / CN_FAST_OTHER_UID_SHARE ? f->fd_cap / CN_FAST_OTHER_UID_SHARE : 1;
+    for (int i = 0; i < 64; i++) {
+        int fd = accept4(e->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+        cn_fast_poster *p = NULL;
+        int room = live < f->fd_cap && e->unverified < CN_FAST_UNVERIFIED_MAX && e->nposters < 4 * CN_FAST_POSTERS_MAX
+                   && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0;
+        if (room) { /* that uid's share: unverified ones, and all it holds unless it is ours or root's */
+            size_t of_uid = 0, unverified_of_uid = 0;
+            for (size_t k = 0; k < e->nposters; k++) {
+                cn_fast_poster *q = e->posters[k];
+                if (q->io.fd < 0 || q->uid != cred.uid) continue;
+                of_uid++;
+                unverified_of_uid += cn_poster_unverified(q);
+            }
+            room = unverified_of_uid < CN_FAST_UNVERIFIED_PER_UID
+                   && (cred.uid == own || cred.uid == 0 || of_uid < other_share);
+        }
+        if (room && (p = calloc(1, sizeof *p))) {
+            p->io.fd = fd;
+            p->io.kind = CN_FAST_FD_POSTER;
+            p->state = CN_P_HELLO;
+            p->pid = cred.pid;
+            p->uid = cred.uid;
+            p->accepted_at = cn_now_ms();
+            struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &p->io };
+            if (epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0) {
+                if (cn_poster_list(e, p) != 0) {
+                    epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+                    free(p);
+                    atomic_fetch_add(&f->unverified_closed, 1);
+                    close(fd);
+                    continue;
+                }
+                p->polled = 1;
+                e->unverified++;
+                live++;
+                if (!e->next_deadline || p->accepted_at + CN_FAST_PROOF_MS < e->next_deadline)
+                    e->next_deadline = p->accepted_at + CN_FAST_PROOF_MS;
+                continue;
+            }
+            free(p);
+        }
+        atomic_fetch_add(&f->unverified_closed, 1);
+        close(fd); /* past a cap: that poster's posts come by the bus */
+    }
+}
+
+/* Unverified connections past CN_FAST_PROOF_MS are closed; the next deadline into *timeout_ms. */
+void cn_endpoint_prepare(cn_fast *f, int *timeout_ms) {
+    cn_fast_endpoint *e = &f->endpoint;
+    cn_announce_prepare(f, timeout_ms);
+    if (!e->unverified || !e->next_deadline) return;
+    uint64_t now = cn_now_ms();
+    if (now < e->next_deadline) {
+        cn_loop_timeout_until(timeout_ms, e->next_deadline, now);
+        return;
+    }
+    e->next_deadline = 0;
+    for (size_t i = 0; i < e->nposters;) {
+        cn_fast_poster *p = e->posters[i];
+        if (cn_poster_unverified(p) && now >= p->accepted_at + CN_FAST_PROOF_MS) {
+            atomic_fetch_add(&f->unverified_closed, 1);
+            cn_poster_close(f, p); /* unverified: no record of a bus connection, so it goes */
+            continue;
+        }
+        if (cn_poster_unverified(p) && (!e->next_deadline || p->accepted_at + CN_FAST_PROOF_MS < e->next_deadline))
+            e->next_deadline = p->accepted_at + CN_FAST_PROOF_MS;
+        i++;
+    }
+    if (e->next_deadline) cn_loop_timeout_until(timeout_ms, e->next_deadline, now);
+}
+
+void cn_endpoint_handle(cn_fast *f, cn_fast_fd *io, uint32_t events) {
+    if (io->kind == CN_FAST_FD_LISTEN) {
+        accept_posters(f);
+        return;
+    }
+    cn_fast_poster *p = (cn_fast_poster *)io;
+    if (p->state != CN_P_HELLO) {
+        cn_endpoint_read(f, p, events);
+        return;
+    }
+    /* One frame: who it claims to be. */
+    if (read_hello(f, p) == 0 && (events & (EPOLLHUP | EPOLLERR))) cn_poster_close(f, p);
+}
+
+/* Its bus connection left: every bus message it sent has been handled, so every barrier of its
+ * connection has passed. What it wrote is read to the end, its unproved connection too (its HELLO
+ * and its Sync prove it: the bus can no longer be asked), then the record goes. */
+void cn_endpoint_sender_gone(cn_fast *f, const char *unique) {
+    cn_fast_endpoint *e = &f->endpoint;
+    cn_announce_forget(f, unique);
+    cn_fast_poster *r = cn_map_get(&e->by_sender, unique);
+    if (!r) return;
+    r->departed = 1;
+    for (size_t i = 0; r->nsyncs && i < e->nposters;) {
+        cn_fast_poster *p = e->posters[i];
+        size_t before = e->nposters;
+        if (p->state == CN_P_HELLO && p->io.fd >= 0) read_hello(f, p);
+        if (e->nposters != before || p->io.fd < 0) continue; /* closed: the list changed at i */
+        if ((p->state == CN_P_PROOF || p->state == CN_P_CRED) && strcmp(p->claim, unique) == 0 && cn_poster_sync_known(r, p->token)) {
+            adopt(f, p, r); /* removes p from the list */
+            continue;
+        }
+        i++;
+    }
+    if (r->io.fd >= 0) cn_endpoint_resume(f, r); /* CN_P_READY or CN_P_SYNC: a record's connection is verified */
+    cn_poster_drop(f, r);
+}
+
+void cn_endpoint_disconnected(cn_fast *f) {
+    /* What the bus vouched for held on that connection only: every poster again from its HELLO.
+     * What a verified connection wrote that may be read is read first. */
+    cn_fast_endpoint *e = &f->endpoint;
+    for (size_t i = 0; i < e->nposters; i++)
+        if (e->posters[i]->state == CN_P_READY && e->posters[i]->io.fd >= 0) cn_endpoint_read(f, e->posters[i], 0);
+    while (e->nposters) cn_poster_drop(f, e->posters[e->nposters - 1]);
+    cn_map_clear(&e->by_sender, NULL);
+    e->unverified = 0;
+    e->next_deadline = 0;
+    cn_announce_disconnected(f);
+}
