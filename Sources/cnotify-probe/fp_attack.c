@@ -5,6 +5,7 @@
  *   fp-fakes N none|all [quiet]  N bus connections, each announcing an endpoint nobody listens on
  *   fp-burst NAME N         a poster that proves itself, posts 1 directly, waits for a line, posts
  *                           2..N directly (no bus copies), and leaves
+ *   fp-reconnect NAME N M   a poster that posts 1..N on one connection, N+1..M on a second
  *   fp-orders PID NAME      every legal order of HELLO, SYNC frames and their Syncs, paced and
  *                           with the observer (PID) stopped
  *   fp-idle TOKEN N         N connections to the endpoint TOKEN ("all": every one in /proc/net/unix),
@@ -511,4 +512,41 @@ int cmd_fp_self(int argc, char **argv) {
     CNotify_center_destroy(poster);
     CNotify_center_destroy(observer);
     return ok ? 0 : 1;
+}
+
+/* fp-reconnect NAME N M: one poster (one bus connection) finds the endpoint (Query), says "found",
+ * waits for a line, proves a first connection (HELLO, Sync) and posts NAME 1..N on it directly,
+ * then connects again, as a poster does when an observer's
+ * buckets grow (a second HELLO and Sync), and posts N+1..M on the new connection; the first is left
+ * open with what it holds. No bus copies. "posted M"; stays until stdin closes. */
+int cmd_fp_reconnect(int argc, char **argv) {
+    if (argc < 3) return fail("usage: fp-reconnect NAME N M", NOTIFY_STATUS_INVALID_REQUEST);
+    long n = atol(argv[1]), m = atol(argv[2]);
+    DBusConnection *conn = raw_connect();
+    char token[64], owner[256];
+    if (!conn || fp_find_endpoint(conn, token, owner) != 0) return fail("no endpoint", NOTIFY_STATUS_FAILED);
+    out("found");
+    char line[64];
+    if (!fgets(line, sizeof line, stdin)) return 0; /* "go" */
+    uint64_t origin = random_u64();
+    int fds[2] = { -1, -1 };
+    unsigned char buf[1024];
+    for (int c = 0; c < 2; c++) {
+        if ((fds[c] = fp_connect_endpoint(token, 0)) < 0) return fail("connect to the endpoint", NOTIFY_STATUS_FAILED);
+        uint64_t sync = random_u64();
+        size_t len = fp_frame(buf, 1, origin, sync, dbus_bus_get_unique_name(conn));
+        if (send(fds[c], buf, len, MSG_NOSIGNAL) != (ssize_t)len) return fail("HELLO", NOTIFY_STATUS_FAILED);
+        fp_send_sync(conn, owner, sync);
+        for (long seq = c ? n + 1 : 1; seq <= (c ? m : n); seq++) {
+            len = fp_frame(buf, 2, (uint64_t)seq, 0, argv[0]);
+            if (send(fds[c], buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len) return fail("POST", NOTIFY_STATUS_FAILED);
+        }
+    }
+    out("posted %ld", m);
+    while (!stdin_closed(1000)) {}
+    close(fds[0]);
+    close(fds[1]);
+    dbus_connection_close(conn);
+    dbus_connection_unref(conn);
+    return 0;
 }

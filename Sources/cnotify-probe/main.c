@@ -508,6 +508,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "plist-keys")) return cmd_plist_keys(argc, argv);
     if (!strcmp(cmd, "dist-watch")) return cmd_dist_watch(argc, argv);
     if (!strcmp(cmd, "fp-self")) return cmd_fp_self(argc, argv);
+    if (!strcmp(cmd, "fp-reconnect")) return cmd_fp_reconnect(argc, argv);
     fprintf(stderr, "cnotify-probe: unknown command %s\n", cmd);
     return 64;
 }

@@ -42,6 +42,7 @@ int cmd_dist_object(int argc, char **argv);
 int cmd_plist_keys(int argc, char **argv);
 int cmd_dist_watch(int argc, char **argv);
 int cmd_fp_self(int argc, char **argv);
+int cmd_fp_reconnect(int argc, char **argv);
 int cmd_dispatch(int argc, char **argv);
 int cmd_suspend(int argc, char **argv);
 int cmd_self(int argc, char **argv);

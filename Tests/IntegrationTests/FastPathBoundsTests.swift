@@ -93,6 +93,26 @@ extension IntegrationSuites {
             observer.closeStdin()
         }
 
+        @Test("item 2: a poster that connects again (as when an observer's buckets grow) has its old connection read to its end before the new one: 270 frames left in the old socket and 200 on the new, the observer stopped meanwhile, all delivered in order")
+        func reconnectingPosterIsReadToTheEnd() throws {
+            let bus = try TestBus()
+            let observer = try probe(["fp-peer"], environment: bus.environment)
+            defer { observer.kill(SIGCONT); observer.kill() }
+            try observer.waitForLine("ready")
+            _ = try command(observer, "observe fp.again") { $0 == "observing fp.again" }
+            let poster = try probe(["fp-reconnect", "fp.again", "270", "470"], environment: bus.environment)
+            defer { poster.kill() }
+            try poster.waitForLine("found") // its Query answered: now both connections, the observer stopped
+            observer.kill(SIGSTOP)
+            try poster.write("go\n")
+            try poster.waitForLine("posted 470")
+            observer.kill(SIGCONT)
+            try observer.waitForLine(timeout: 30) { $0 == "got fp.again 470" }
+            #expect(received(observer, "fp.again") == Array(1...470), "\(received(observer, "fp.again").count) delivered")
+            poster.closeStdin()
+            observer.closeStdin()
+        }
+
         @Test("item 3: the order barrier holds for every legal order of HELLO, SYNC frames and their Syncs, paced and all at once: every post delivered, in order")
         func everyOrderOfSyncs() throws {
             let bus = try TestBus()
