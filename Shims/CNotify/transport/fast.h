@@ -12,7 +12,7 @@
  * sees a cn_transport. Only files of this folder include it.
  *
  * Order of the files (each calls only those before it, and the bus files): fast_wire,
- * fast_announce, fast_posters, fast_endpoint, fast_accept, fast_peers, fast_transport.
+ * fast_announce, fast_posters, fast_endpoint, fast_accept, fast_peers, fast_post, fast_transport.
  */
 #ifndef CNOTIFY_FAST_H
 #define CNOTIFY_FAST_H
@@ -180,6 +180,25 @@ void cn_endpoint_disconnected(cn_fast *f);
 
 /* ---- fast_peers.c: the poster's side ---- */
 typedef struct cn_fast_peer cn_fast_peer;
+enum { CN_K_KNOWN, CN_K_READY };
+
+struct cn_fast_peer {
+    cn_fast_fd io;                      /* first: the epoll tag; fd -1 while not connected */
+    int state;
+    char unique[256];
+    char token[CN_FAST_TOKEN_LEN + 1];
+    unsigned char bitmap[CN_FAST_BITMAP_BYTES];
+    char **namespaces;                  /* announced with the bitmap: their posts go directly too */
+    size_t nnamespaces;
+    int observes;                       /* any bit set, or a namespace */
+    uid_t uid;                          /* the listener's, from the kernel */
+    uint64_t retry_at;                  /* ms; 0: connect at the next round */
+    uint64_t behind_since;              /* ms: its socket had no room for a post; 0: keeping up */
+    uint64_t pressed_since;             /* ms: its socket was found over half full; 0: not */
+    int sndbuf;                         /* SO_SNDBUF of our end, bytes */
+    unsigned unchecked;                 /* direct copies since the last look at how full it is */
+};
+
 typedef struct cn_fast_peers {
     pthread_mutex_t lock;               /* the table; around a post's copies and a connection's Sync */
     cn_fast_peer **peers;
@@ -196,21 +215,25 @@ typedef struct cn_fast_peers {
 } cn_fast_peers;
 void cn_peers_init(cn_fast_peers *p);
 void cn_peers_free(cn_fast *f);
-/* Any thread, the outbox's lock held: the post to every connected peer observing its bucket,
- * then on the bus (unless `direct_only` and every such peer took it), all under peers.lock. */
-uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only);
-int cn_peers_is_ready(const cn_fast_peer *peer);
-/* Any thread, no lock held: waits, at most CN_FAST_STALL_MS from when it fell behind (or its socket
- * was found over half full), until every such peer has room again; one still without room then is
- * disconnected (the bus copies from then on). */
-void cn_peers_await_room(cn_fast *f);
-/* Loop thread. */
+/* The peer's connection closed; connected again at `retry_at` (ms) if it observes something. */
+void cn_peer_disconnect_locked(cn_fast *f, cn_fast_peer *peer, uint64_t retry_at);
 void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const unsigned char *bitmap,
                         const char *const *namespaces, size_t n);
 void cn_peers_gone(cn_fast *f, const char *unique);
 void cn_peers_disconnected(cn_fast *f);
 void cn_peers_prepare(cn_fast *f, int *timeout_ms);
 void cn_peers_handle(cn_fast *f, cn_fast_fd *io);
+
+/* ---- fast_post.c: a post's direct copies, and a peer that reads slower than we post ---- */
+/* Any thread, the outbox's lock held: the post to every connected peer observing its bucket,
+ * then on the bus (unless `direct_only` and every peer that announced wanting it took it), all
+ * under peers.lock. */
+uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only);
+int cn_peers_is_ready(const cn_fast_peer *peer);
+/* Any thread, no lock held: waits, at most CN_FAST_STALL_MS from when it fell behind (or its socket
+ * was found over half full), until every such peer has room again; one still without room then is
+ * disconnected (the bus copies from then on). */
+void cn_peers_await_room(cn_fast *f);
 
 /* ---- fast_transport.c: the fast path as a transport around the bus ---- */
 struct cn_fast {

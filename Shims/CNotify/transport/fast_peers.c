@@ -4,9 +4,7 @@
  * endpoint observing something, checks that the process listening there is the one the bus says
  * made the announcement (SO_PEERCRED against GetConnectionCredentials: nobody can pass another's
  * socket off as theirs), says who it is (HELLO), and sends the Sync barrier on the bus. From then
- * on each post goes to the peers observing its bucket too, from the posting thread, never
- * waiting: a peer whose socket is full (it does not read) loses its connection, and has the bus
- * copy, until it is connected again after CN_FAST_RETRY_MS. Records are kept of up to
+ * on each post goes to the peers observing its bucket too (fast_post.c). Records are kept of up to
  * CN_FAST_PEERS_MAX announcers that observe something, connections made to at most fd_cap of
  * them: in direct-only mode an announcer not connected, or not kept, gets the bus copy.
  *
@@ -14,36 +12,13 @@
  * copy, and around a connection's Sync: that is the order barrier (PROTOCOL.md "Fast path"). No
  * lock is held while connecting or asking the bus.
  */
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
-#include <linux/sockios.h>
 #include <sys/random.h>
 #include <unistd.h>
 #include "fast.h"
-
-enum { K_KNOWN, K_READY };
-
-struct cn_fast_peer {
-    cn_fast_fd io;                      /* first: the epoll tag; fd -1 while not connected */
-    int state;
-    char unique[256];
-    char token[CN_FAST_TOKEN_LEN + 1];
-    unsigned char bitmap[CN_FAST_BITMAP_BYTES];
-    char **namespaces;                  /* announced with the bitmap: their posts go directly too */
-    size_t nnamespaces;
-    int observes;                       /* any bit set, or a namespace */
-    uid_t uid;                          /* the listener's, from the kernel */
-    uint64_t retry_at;                  /* ms; 0: connect at the next round */
-    uint64_t behind_since;              /* ms: its socket had no room for a post; 0: keeping up */
-    uint64_t pressed_since;             /* ms: its socket was found over half full; 0: not */
-    int sndbuf;                         /* SO_SNDBUF of our end, bytes */
-    unsigned unchecked;                 /* direct copies since the last look at how full it is */
-};
 
 void cn_peers_init(cn_fast_peers *p) {
     memset(p, 0, sizeof *p);
@@ -59,7 +34,7 @@ static void connect_due_locked(cn_fast *f, uint64_t at) {
     if (at < current && !cn_loop_on_thread(f->loop)) cn_loop_wake(f->loop); /* it may sleep past `at` */
 }
 
-static void disconnect_locked(cn_fast *f, cn_fast_peer *peer, uint64_t retry_at) {
+void cn_peer_disconnect_locked(cn_fast *f, cn_fast_peer *peer, uint64_t retry_at) {
     assert(cn_mutex_is_held(&f->peers.lock));
     if (peer->behind_since) atomic_fetch_sub(&f->peers.behind, 1);
     if (peer->pressed_since) atomic_fetch_sub(&f->peers.pressed, 1);
@@ -69,7 +44,7 @@ static void disconnect_locked(cn_fast *f, cn_fast_peer *peer, uint64_t retry_at)
         close(peer->io.fd);
         peer->io.fd = -1;
     }
-    peer->state = K_KNOWN;
+    peer->state = CN_K_KNOWN;
     peer->retry_at = retry_at;
     if (peer->observes) connect_due_locked(f, retry_at);
 }
@@ -81,24 +56,10 @@ static void free_namespaces(cn_fast_peer *peer) {
     peer->nnamespaces = 0;
 }
 
-/* Whether `name` is `ns` or under it (`ns.` and more). */
-static int under(const char *name, const char *ns) {
-    size_t len = strlen(ns);
-    return strncmp(name, ns, len) == 0 && (name[len] == '\0' || name[len] == '.');
-}
-
-/* Whether the peer observes something of `bucket`, or a namespace `name` is under. */
-static int wants(const cn_fast_peer *peer, unsigned bucket, const char *name) {
-    if (cn_fast_bit(peer->bitmap, bucket)) return 1;
-    for (size_t i = 0; i < peer->nnamespaces; i++)
-        if (under(name, peer->namespaces[i])) return 1;
-    return 0;
-}
-
 static void remove_locked(cn_fast *f, size_t i) {
     cn_fast_peers *p = &f->peers;
     assert(cn_mutex_is_held(&p->lock));
-    disconnect_locked(f, p->peers[i], 0);
+    cn_peer_disconnect_locked(f, p->peers[i], 0);
     free_namespaces(p->peers[i]);
     free(p->peers[i]);
     p->peers[i] = p->peers[--p->npeers];
@@ -176,7 +137,7 @@ void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const
     }
     if (peer) {
         if (strcmp(peer->token, token) != 0) { /* a new endpoint of that connection */
-            disconnect_locked(f, peer, 0);
+            cn_peer_disconnect_locked(f, peer, 0);
             memcpy(peer->token, token, sizeof peer->token);
         }
         /* Buckets it did not observe: their posts went by the bus alone until now, and a direct
@@ -187,14 +148,14 @@ void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const
             gained = 1;
             for (size_t k = 0; k < peer->nnamespaces && gained; k++) gained = strcmp(namespaces[i], peer->namespaces[k]) != 0;
         }
-        if (gained && peer->state == K_READY) disconnect_locked(f, peer, 0);
+        if (gained && peer->state == CN_K_READY) cn_peer_disconnect_locked(f, peer, 0);
         memcpy(peer->bitmap, bitmap, CN_FAST_BITMAP_BYTES);
         free_namespaces(peer);
         peer->namespaces = copies;
         peer->nnamespaces = n;
         copies = NULL;
         peer->observes = observes;
-        if (peer->state == K_KNOWN && observes && peer->retry_at != UINT64_MAX) connect_due_locked(f, peer->retry_at);
+        if (peer->state == CN_K_KNOWN && observes && peer->retry_at != UINT64_MAX) connect_due_locked(f, peer->retry_at);
     }
     pthread_mutex_unlock(&p->lock);
     if (copies) { /* not kept (past the cap, or out of memory) */
@@ -230,7 +191,7 @@ static size_t connections_locked(cn_fast_peers *p) {
 void cn_peers_handle(cn_fast *f, cn_fast_fd *io) {
     /* An endpoint never writes: readable is its hang-up. */
     pthread_mutex_lock(&f->peers.lock);
-    disconnect_locked(f, (cn_fast_peer *)io, cn_now_ms() + CN_FAST_RETRY_MS);
+    cn_peer_disconnect_locked(f, (cn_fast_peer *)io, cn_now_ms() + CN_FAST_RETRY_MS);
     pthread_mutex_unlock(&f->peers.lock);
 }
 
@@ -291,7 +252,7 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
         int room = connections_locked(p) < f->fd_cap;
         for (size_t i = 0; room && i < p->npeers && !found; i++) {
             cn_fast_peer *peer = p->peers[i];
-            if (peer->state != K_KNOWN || !peer->observes || peer->retry_at == UINT64_MAX) continue;
+            if (peer->state != CN_K_KNOWN || !peer->observes || peer->retry_at == UINT64_MAX) continue;
             if (peer->retry_at > now) {
                 connect_due_locked(f, peer->retry_at);
                 continue;
@@ -323,7 +284,7 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
             peer->unchecked = 0;
             peer->io.fd = fd;
             peer->uid = uid;
-            peer->state = K_READY;
+            peer->state = CN_K_READY;
             peer->retry_at = 0;
         } else {
             if (peer && fd >= 0) epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
@@ -336,158 +297,3 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
         pthread_mutex_unlock(&p->lock);
     }
 }
-
-/* A peer that fell behind: a SYNC frame and its Sync on the bus, behind the bus copies of the
- * posts it missed, so that no direct copy overtakes them; 1 once sent. Past CN_FAST_STALL_MS with
- * no room, the connection is dropped (the observer has the bus copies) and made again later. */
-static int resync_locked(cn_fast *f, cn_fast_peer *peer) {
-    assert(cn_mutex_is_held(&f->peers.lock));
-    uint64_t token = 0;
-    unsigned char frame[64];
-    while (token == 0)
-        if (getrandom(&token, sizeof token, GRND_NONBLOCK) != (ssize_t)sizeof token) token = cn_now_ms() ^ (uintptr_t)peer;
-    size_t n = cn_fast_sync(token, frame, sizeof frame);
-    if (send(peer->io.fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n
-        && cn_bus_fast_sync(f->bus_impl, peer->unique, token) == NOTIFY_STATUS_OK) {
-        atomic_fetch_sub(&f->peers.behind, 1);
-        peer->behind_since = 0;
-        return 1;
-    }
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        atomic_fetch_add(&f->fallbacks, 1);
-        disconnect_locked(f, peer, cn_now_ms() + CN_FAST_RETRY_MS);
-    } else if (cn_now_ms() - peer->behind_since >= CN_FAST_STALL_MS) {
-        atomic_fetch_add(&f->fallbacks, 1); /* it does not read: the bus copies from now on */
-        disconnect_locked(f, peer, cn_now_ms() + CN_FAST_RETRY_MS);
-    }
-    return 0;
-}
-
-/* How full a peer's socket is, every CN_FAST_CHECK_EVERY direct copies (an ioctl: 0.3 µs). Over
- * half full, the observer reads slower than we post: the next post waits for room, with no lock
- * held (cn_peers_await_room), before a copy finds none. A copy that found none would take the bus
- * alone, and every later one wait behind a new barrier (resync_locked), which comes by the bus,
- * behind all it carries: in a flood the fast path would be lost for good. The kernel queues some
- * 270 small frames a connection (SO_SNDBUF, about 0.8 KB each as it counts them). */
-static void look_at_room_locked(cn_fast *f, cn_fast_peer *peer) {
-    assert(cn_mutex_is_held(&f->peers.lock));
-    if (++peer->unchecked < CN_FAST_CHECK_EVERY || peer->pressed_since || peer->sndbuf <= 0) return;
-    peer->unchecked = 0;
-    int queued = 0;
-    if (ioctl(peer->io.fd, SIOCOUTQ, &queued) == 0 && queued > peer->sndbuf / 2) {
-        peer->pressed_since = cn_now_ms();
-        atomic_fetch_add(&f->peers.pressed, 1);
-    }
-}
-
-void cn_peers_await_room(cn_fast *f) {
-    cn_fast_peers *p = &f->peers;
-    if (atomic_load_explicit(&p->behind, memory_order_relaxed) == 0 && atomic_load_explicit(&p->pressed, memory_order_relaxed) == 0)
-        return; /* the usual case: two loads */
-    struct pollfd fds[64];
-    nfds_t n = 0;
-    uint64_t deadline = UINT64_MAX;
-    pthread_mutex_lock(&p->lock);
-    for (size_t i = 0; i < p->npeers && n < 64; i++) {
-        cn_fast_peer *peer = p->peers[i];
-        uint64_t since = peer->behind_since ? peer->behind_since : peer->pressed_since;
-        if (peer->state != K_READY || !since) continue;
-        fds[n++] = (struct pollfd){ .fd = peer->io.fd, .events = POLLOUT };
-        if (since + CN_FAST_STALL_MS < deadline) deadline = since + CN_FAST_STALL_MS;
-    }
-    pthread_mutex_unlock(&p->lock);
-    /* No lock held: a descriptor closed meanwhile only ends the wait early. POLLOUT: a quarter full
-     * or less. */
-    for (uint64_t now = cn_now_ms(); n && now < deadline; now = cn_now_ms()) {
-        if (poll(fds, n, (int)(deadline - now)) <= 0) break;
-        int all = 1;
-        for (nfds_t i = 0; i < n; i++) all &= (fds[i].revents & (POLLOUT | POLLERR | POLLHUP | POLLNVAL)) != 0;
-        if (all) break;
-    }
-    /* Pressed peers: room again, or past the bound (it does not read): the bus copies from now on.
-     * Behind ones are settled by their next post (resync_locked). */
-    if (atomic_load(&p->pressed) == 0) return;
-    uint64_t now = cn_now_ms();
-    pthread_mutex_lock(&p->lock);
-    for (size_t i = 0; i < p->npeers; i++) {
-        cn_fast_peer *peer = p->peers[i];
-        if (peer->state != K_READY || !peer->pressed_since) continue;
-        int queued = 0;
-        if (ioctl(peer->io.fd, SIOCOUTQ, &queued) == 0 && queued <= peer->sndbuf / 2) {
-            peer->pressed_since = 0;
-            atomic_fetch_sub(&p->pressed, 1);
-        } else if (now >= peer->pressed_since + CN_FAST_STALL_MS) {
-            atomic_fetch_add(&f->fallbacks, 1);
-            disconnect_locked(f, peer, now + CN_FAST_RETRY_MS);
-        }
-    }
-    pthread_mutex_unlock(&p->lock);
-}
-
-uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only) {
-    cn_fast_peers *p = &f->peers;
-    int sent = 0, failed = 0, unreached = 0;
-    uint64_t known = atomic_load(&p->origin);
-    if (known != post->origin) {
-        /* The first post: discovery starts now. A new origin (PROTOCOL.md "Origins"): every
-         * connection is made again, so that each endpoint learns it from a HELLO. */
-        atomic_store(&p->origin, post->origin);
-        if (known) cn_peers_disconnected(f);
-        atomic_store(&p->query_due, 1);
-        cn_loop_wake(f->loop);
-    }
-    unsigned bucket = cn_fast_bucket(post->name);
-    uid_t owner = 0;
-    int restricted = cn_restricted_uid(post->name, &owner) > 0;
-    unsigned char frame[CN_FAST_FRAME_MAX];
-    size_t n = cn_fast_post(post->name, post->seq, frame, sizeof frame);
-    pthread_mutex_lock(&p->lock);
-    for (size_t i = 0; n && i < p->npeers; i++) {
-        cn_fast_peer *peer = p->peers[i];
-        if (!wants(peer, bucket, post->name)) continue;
-        if (peer->state != K_READY) { /* announced, not connected (yet, or ever): it needs the bus copy */
-            unreached++;
-            continue;
-        }
-        /* user.uid.N: to N's processes (and root's) only, as no other may need it. */
-        if (restricted && peer->uid != owner && peer->uid != 0) continue;
-        if (peer->behind_since && !resync_locked(f, peer)) { /* still no room: the bus copy */
-            failed++;
-            continue;
-        }
-        if (send(peer->io.fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n) {
-            atomic_fetch_add(&f->fast_sent, 1);
-            sent++;
-            look_at_room_locked(f, peer);
-            continue;
-        }
-        failed++;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            /* No room (it reads slower than we post): this post takes the bus, and the next
-             * direct one waits behind a new barrier (resync_locked); the poster waits for room
-             * at most CN_FAST_STALL_MS, no lock held (cn_peers_await_room). */
-            peer->behind_since = cn_now_ms();
-            atomic_fetch_add(&p->behind, 1);
-        } else { /* gone */
-            atomic_fetch_add(&f->fallbacks, 1);
-            disconnect_locked(f, peer, cn_now_ms() + CN_FAST_RETRY_MS);
-        }
-    }
-    /* Then the bus copy, still under the lock (see cn_peers_prepare's Sync). Direct only (opted
-     * into): none once the post reached an observer directly and every observer that announced
-     * it wants the post took it (none missed it, none is unconnected, no announcement went
-     * unkept). Foreign clients, and observers whose announcement has not come yet, do not get it:
-     * the cost of the opt-in. A miss sends it on the bus, behind the direct copies, which the
-     * observer reads first (fast_endpoint.c), so nothing this center is connected to loses it. */
-    uint32_t st = NOTIFY_STATUS_OK;
-    if (direct_only && sent > 0 && failed == 0 && unreached == 0 && !p->unlisted) {
-        atomic_fetch_add(&f->bus_skipped, 1);
-    } else {
-        if (direct_only && sent > 0 && failed == 0) atomic_fetch_add(&f->bus_kept, 1);
-        st = f->bus->ops->send(f->bus, post);
-    }
-    pthread_mutex_unlock(&p->lock);
-    return st;
-}
-
-int cn_peers_is_ready(const cn_fast_peer *peer) { return peer->state == K_READY; }
