@@ -209,6 +209,12 @@ extension IntegrationSuites {
             defer { observer.kill() }
             try observer.waitForLine("ready")
             _ = try command(observer, "observe fp.query") { $0 == "observing fp.query" }
+            // A center that observes nothing (it only posts) has no endpoint: nothing to answer,
+            // nothing kept of who asked.
+            let bystander = try probe(["fp-peer"], environment: bus.environment)
+            defer { bystander.kill() }
+            try bystander.waitForLine("ready")
+            _ = try command(bystander, "post fp.query.other 1") { $0.hasPrefix("posted fp.query.other 1 ") }
             let flood = try probe(["fp-query-flood", "20000"], environment: bus.environment)
             defer { flood.kill() }
             _ = try flood.waitForLine(timeout: 60) { $0.hasPrefix("queried ") }
@@ -223,7 +229,9 @@ extension IntegrationSuites {
             let endpoints = monitor.lines.filter { $0.contains("member=Endpoint") }.count
             #expect(endpoints <= 200, "\(endpoints) Endpoint signals for 20,000 Queries; \(seen)")
             #expect(seen["answers"]! <= 200 && seen["answers"]! >= 1, "\(seen)")
-            for child in [observer, flood] { child.closeStdin() }
+            let other = try stats(bystander)
+            #expect(other["answers"] == 0 && other["answers_coalesced"] == 0, "\(other)")
+            for child in [observer, flood, bystander] { child.closeStdin() }
         }
 
         @Test("items 6 and 7 on a system-type bus: uid 1001 (not on the bus) storms HELLOs and uid 65534 floods Queries at once; the victim observer (root) asks the bus nothing for them, answers a few times, and its poster's posts keep coming directly")

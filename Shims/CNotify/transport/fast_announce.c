@@ -192,7 +192,15 @@ void cn_announce_prepare(cn_fast *f, int *timeout_ms) {
 
 void cn_endpoint_query(cn_fast *f, const char *sender) {
     cn_fast_endpoint *e = &f->endpoint;
-    if (e->askers.count >= CN_FAST_ASKERS_KEPT && e->nqueries == 0) cn_map_clear(&e->askers, NULL); /* bounded */
+    /* No endpoint (this center observes nothing): nothing to answer; its first announcement, when
+     * it listens, is a broadcast, which answers everyone. */
+    if (e->listen.fd < 0) return;
+    if (e->askers.count >= CN_FAST_ASKERS_KEPT) { /* bounded: forgotten, and answered all at once */
+        for (size_t i = 0; i < e->nqueries; i++) free(e->queries[i]);
+        e->nqueries = 0;
+        cn_map_clear(&e->askers, NULL);
+        e->broadcast_answer = 1;
+    }
     void **slot = cn_map_upsert(&e->askers, sender);
     if (slot && ((uintptr_t)*slot & 1)) { /* it waits for an answer already: that one answers this too */
         atomic_fetch_add(&f->answers_coalesced, 1);
