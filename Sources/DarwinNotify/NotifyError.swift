@@ -23,8 +23,8 @@ public struct NotifyError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let invalidFile = Code(NOTIFY_STATUS_INVALID_FILE)
         /// `NOTIFY_STATUS_INVALID_SIGNAL`: a number that is not a signal.
         public static let invalidSignal = Code(NOTIFY_STATUS_INVALID_SIGNAL)
-        /// `NOTIFY_STATUS_INVALID_REQUEST`: a call that makes no sense now (resume without
-        /// suspend, `readPosts` on a token without a descriptor, a buffer too small).
+        /// `NOTIFY_STATUS_INVALID_REQUEST`: a call that makes no sense now (`readPosts` on a
+        /// token without a descriptor, a buffer too small).
         public static let invalidRequest = Code(NOTIFY_STATUS_INVALID_REQUEST)
         /// `NOTIFY_STATUS_NOT_AUTHORIZED`: another user's `user.uid.N` name, or a state file this
         /// user may not write.

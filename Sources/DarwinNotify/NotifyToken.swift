@@ -74,7 +74,8 @@ public final class NotifyToken: Sendable {
     public func suspend() throws(NotifyError) { try NotifyError.check(notify_suspend(rawValue)) }
 
     /// Ends one `suspend()`; after the last, one delivery follows if any post arrived
-    /// (`notify_resume`). Throws `.invalidRequest` if the token is not suspended.
+    /// (`notify_resume`). A token that is not suspended is left as it is, with no error, as on
+    /// Apple platforms.
     public func resume() throws(NotifyError) { try NotifyError.check(notify_resume(rawValue)) }
 
     /// The name's 64-bit state on the bus (`notify_get_state`): no round trip.

@@ -253,13 +253,9 @@ uint32_t notify_resume(int token) {
     cn_token *t = find_locked(token);
     if (!t) { pthread_mutex_unlock(&tok_lock); return NOTIFY_STATUS_INVALID_TOKEN; }
     pthread_mutex_lock(&t->mu);
-    if (t->suspended == 0) {
-        pthread_mutex_unlock(&t->mu);
-        pthread_mutex_unlock(&tok_lock);
-        cn_set_error("token %d is not suspended (notify_resume without notify_suspend)", token);
-        return NOTIFY_STATUS_INVALID_REQUEST;
-    }
-    int fire = --t->suspended == 0 && t->held;
+    /* Not suspended: OK and nothing changes, as Libnotify's _internal_resume (a count at 0 stays 0). */
+    if (t->suspended > 0) t->suspended--;
+    int fire = t->suspended == 0 && t->held;
     if (fire) t->held = 0;
     pthread_mutex_unlock(&t->mu);
     /* Held posts coalesce into one delivery, made here; the token stays alive meanwhile. */
