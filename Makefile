@@ -50,7 +50,7 @@ LIB_CFLAGS  := $(CFLAGS) -std=gnu11 -fPIC -Wall -D_GNU_SOURCE -DDARWIN_NOTIFY_VE
 
 SRCS := $(wildcard Shims/CNotify/*/*.c)
 OBJS := $(patsubst Shims/CNotify/%.c,$(BUILD)/obj/%.o,$(SRCS))
-HEADERS := Shims/CNotify/include/notify.h Shims/CNotify/include/darwin_notify.h Shims/CNotify/include/darwin_notify_distributed.h
+HEADERS := Shims/CNotify/include/notify.h Shims/CNotify/include/notify_keys.h Shims/CNotify/include/darwin_notify.h Shims/CNotify/include/darwin_notify_distributed.h
 MANPAGES := $(wildcard man/*.1 man/*.3 man/*.7)
 CLIS := notifyutil wormhole notify-bridge distnotify
 # The Swift executables; notifyutil itself is a C front door (Sources/notifyutil/main.c) that

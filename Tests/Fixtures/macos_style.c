@@ -1,5 +1,7 @@
-/* A program as written for macOS: only <notify.h>, Apple's names and status codes. */
+/* A program as written for macOS: only <notify.h> and <notify_keys.h>, Apple's names and status
+ * codes, and a Mach-port path with a descriptor path where there are no Mach ports. */
 #include <notify.h>
+#include <notify_keys.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -10,6 +12,16 @@ int main(void) {
     uint32_t status = notify_register_check("com.example.macos", &token);
     if (status != NOTIFY_STATUS_OK) { fprintf(stderr, "register: %u\n", status); return 1; }
     if (notify_register_file_descriptor("com.example.macos", &fd, 0, &fd_token) != NOTIFY_STATUS_OK) return 2;
+    /* The clock: by Mach message where there are Mach ports, else by a descriptor. */
+    mach_port_t port = MACH_PORT_NULL;
+    int clock_token, clock_fd = -1;
+    if (notify_register_mach_port(kNotifyClockSet, &port, 0, &clock_token) == NOTIFY_STATUS_OK)
+        printf("clock: mach port\n");
+    else if (notify_register_file_descriptor(kNotifyClockSet, &clock_fd, 0, &clock_token) == NOTIFY_STATUS_OK)
+        printf("clock: descriptor\n");
+    else
+        return 10;
+    notify_cancel(clock_token);
     notify_check(token, &check);                      /* true on the first call */
     if (notify_post("com.example.macos") != NOTIFY_STATUS_OK) return 3;
     fd_set set;

@@ -34,6 +34,22 @@ uint32_t notify_register_plain(const char *name, int *out_token) {
     return CNotify_center_register_check(NULL, name, out_token);
 }
 
+/* Apple's delivery by Mach message: there are no Mach ports on Linux (notify.h). The name is
+ * checked as for every registration; then a clean failure, so that code with a port path takes its
+ * other one. */
+uint32_t notify_register_mach_port(const char *name, mach_port_t *notify_port, int flags, int *out_token) {
+    (void)flags;
+    cn_clear_error();
+    CN_RETURN_IF_NULL(notify_port, "notify_port");
+    CN_RETURN_IF_NULL(out_token, "out_token");
+    *out_token = NOTIFY_TOKEN_INVALID;
+    uint32_t st = CNotify_validate_name(name);
+    if (st != NOTIFY_STATUS_OK) return st;
+    cn_set_error("there are no Mach ports on Linux: notify_register_dispatch or notify_register_file_descriptor "
+                 "deliver '%s' instead", name);
+    return NOTIFY_STATUS_INVALID_PORT;
+}
+
 uint32_t CNotify_center_register_signal(CNotify_center *c, const char *name, int sig, int *out_token) {
     cn_clear_error();
     if (sig <= 0 || sig > SIGRTMAX) {

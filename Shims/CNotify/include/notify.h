@@ -30,6 +30,14 @@
 /* A token value that no registration ever has. */
 #define NOTIFY_TOKEN_INVALID -1
 
+/* Mach ports do not exist on Linux. These stand in for Apple's types so that code with a Mach-port
+ * path compiles unchanged; notify_register_mach_port fails at run time (below), and the code takes
+ * its other path. Left out when a program defines MACH_PORT_NULL itself. */
+#ifndef MACH_PORT_NULL
+typedef unsigned int mach_port_t;   /* Apple's is a 32-bit port name */
+#define MACH_PORT_NULL ((mach_port_t)0)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -48,6 +56,14 @@ uint32_t notify_register_file_descriptor(const char *name, int *notify_fd, int f
 
 /* *check is 1 on the first call for a token, then only when a post happened since the last call. */
 uint32_t notify_check(int token, int *check);
+
+/*
+ * Apple's delivery by Mach message. There are no Mach ports on Linux: it always returns
+ * NOTIFY_STATUS_INVALID_PORT, registers nothing, sets *out_token to NOTIFY_TOKEN_INVALID and
+ * leaves *notify_port as it was (NULL pointers: NOTIFY_STATUS_NULL_INPUT). Use
+ * notify_register_dispatch or notify_register_file_descriptor instead.
+ */
+uint32_t notify_register_mach_port(const char *name, mach_port_t *notify_port, int flags, int *out_token);
 
 /* Cancels a registration and releases what it holds. */
 uint32_t notify_cancel(int token);
