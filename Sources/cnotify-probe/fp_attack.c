@@ -422,7 +422,7 @@ int cmd_dist_object(int argc, char **argv) {
     return 0;
 }
 
-extern _Atomic unsigned long cn_test_plist_compares; /* the core's, linked into this probe */
+extern _Thread_local unsigned long cn_test_plist_compares; /* the core's (this thread's), linked into this probe */
 
 /* plist-keys N: a dictionary of N distinct keys, each set through CNotify_plist_set, then each looked
  * up once; "keys N compares C" (C: key comparisons the core made). */

@@ -27,6 +27,14 @@ extension IntegrationSuites {
             ["DARWIN_NOTIFY_BUS": system.address, "DARWIN_NOTIFY_STATE_DIR": system.directory + "/state"]
         }
 
+        /// An fp-peer (a center commanded line by line), ready, observing `observing` if given.
+        func peer(_ environment: [String: String], uid: UInt32? = nil, prefix: [String] = [], observing name: String? = nil) throws -> ChildProcess {
+            let child = try probe(["fp-peer"], environment: environment, uid: uid, prefix: prefix)
+            try child.waitForLine("ready")
+            if let name { _ = try command(child, "observe \(name)") { $0 == "observing \(name)" } }
+            return child
+        }
+
         @Test("item 1: another user's announcements cannot cut a direct-only poster off from its own observer: fakes observing nothing take no room, fakes observing everything that cannot be reached keep the bus copy", arguments: ["none", "all"])
         func fakesDoNotCutDirectPosters(kind: String) throws {
             let system = try SystemLikeBus()
@@ -37,21 +45,15 @@ extension IntegrationSuites {
             defer { fakes.kill() }
             _ = try fakes.waitForLine(timeout: 60) { $0.hasPrefix("ready ") }
             #expect(fakes.lines.contains("ready 249"), "\(fakes.lines) \(fakes.stderr.suffix(300))")
-            let decoy = try probe(["fp-peer"], environment: env, uid: SystemLikeBus.nobody)
+            let decoy = try peer(env, uid: SystemLikeBus.nobody, observing: "fp.cut")
             defer { decoy.kill() }
-            try decoy.waitForLine("ready")
-            _ = try command(decoy, "observe fp.cut") { $0 == "observing fp.cut" }
-            let poster = try probe(["fp-peer"], environment: env.merging(["DARWIN_NOTIFY_FAST_PATH": "direct"]) { $1 },
-                                   prefix: ["/usr/bin/prlimit", "--nofile=1000:1000", "--"])
+            let poster = try peer(env.merging(["DARWIN_NOTIFY_FAST_PATH": "direct"]) { $1 }, prefix: ["/usr/bin/prlimit", "--nofile=1000:1000", "--"])
             defer { poster.kill() }
-            try poster.waitForLine("ready")
             _ = try command(poster, "post fp.cut 1") { $0.hasPrefix("posted fp.cut 1 ") }
             _ = try command(poster, "peers 1") { $0.hasPrefix("peers ") }
             // The victim's own observer (root), started after all that.
-            let victim = try probe(["fp-peer"], environment: env)
+            let victim = try peer(env, observing: "fp.cut")
             defer { victim.kill() }
-            try victim.waitForLine("ready")
-            _ = try command(victim, "observe fp.cut") { $0 == "observing fp.cut" }
             if kind == "none" {
                 // Its announcement is kept, and the poster connects to it.
                 var counters: [String: UInt64] = [:]
@@ -71,10 +73,8 @@ extension IntegrationSuites {
         @Test("item 2: a poster that leaves the bus with frames unread in the socket has every one delivered (the observer stopped meanwhile)")
         func departingPosterIsReadToTheEnd() throws {
             let bus = try TestBus()
-            let observer = try probe(["fp-peer"], environment: bus.environment)
+            let observer = try peer(bus.environment, observing: "fp.leave")
             defer { observer.kill() }
-            try observer.waitForLine("ready")
-            _ = try command(observer, "observe fp.leave") { $0 == "observing fp.leave" }
             let burst = try probe(["fp-burst", "fp.leave", "400"], environment: bus.environment)
             defer { burst.kill() }
             try burst.waitForLine("first")
@@ -96,10 +96,8 @@ extension IntegrationSuites {
         @Test("item 2: a poster that connects again (as when an observer's buckets grow) has its old connection read to its end before the new one: 270 frames left in the old socket and 200 on the new, the observer stopped meanwhile, all delivered in order")
         func reconnectingPosterIsReadToTheEnd() throws {
             let bus = try TestBus()
-            let observer = try probe(["fp-peer"], environment: bus.environment)
+            let observer = try peer(bus.environment, observing: "fp.again")
             defer { observer.kill(SIGCONT); observer.kill() }
-            try observer.waitForLine("ready")
-            _ = try command(observer, "observe fp.again") { $0 == "observing fp.again" }
             let poster = try probe(["fp-reconnect", "fp.again", "270", "470"], environment: bus.environment)
             defer { poster.kill() }
             try poster.waitForLine("found") // its Query answered: now both connections, the observer stopped
@@ -116,9 +114,8 @@ extension IntegrationSuites {
         @Test("item 3: the order barrier holds for every legal order of HELLO, SYNC frames and their Syncs, paced and all at once: every post delivered, in order")
         func everyOrderOfSyncs() throws {
             let bus = try TestBus()
-            let observer = try probe(["fp-peer"], environment: bus.environment)
+            let observer = try peer(bus.environment)
             defer { observer.kill(SIGCONT); observer.kill() }
-            try observer.waitForLine("ready")
             _ = try command(observer, "observe-ns fp.order") { $0 == "observing-ns fp.order" }
             let orders = try probe(["fp-orders", "\(observer.processIdentifier)", "fp.order"], environment: bus.environment)
             defer { orders.kill() }
@@ -140,10 +137,8 @@ extension IntegrationSuites {
         func idleConnectionsDoNotDeny() throws {
             let system = try SystemLikeBus()
             let env = systemEnvironment(system)
-            let observer = try probe(["fp-peer"], environment: env)
+            let observer = try peer(env, observing: "fp.idle")
             defer { observer.kill() }
-            try observer.waitForLine("ready")
-            _ = try command(observer, "observe fp.idle") { $0 == "observing fp.idle" }
             let token = try endpointToken(of: observer.processIdentifier)
             let idle = try probe(["fp-idle", token, "300"], environment: [:], uid: FastPathBoundsTests.otherUid)
             defer { idle.kill() }
@@ -151,9 +146,8 @@ extension IntegrationSuites {
             #expect(made == "idle 300 to 1 endpoints", "\(made)")
             // Each is closed unproved: at accept past the per-uid cap, the rest after 2 s.
             try idle.waitForLine(timeout: 30) { $0 == "closed 300" }
-            let poster = try probe(["fp-peer"], environment: env)
+            let poster = try peer(env)
             defer { poster.kill() }
-            try poster.waitForLine("ready")
             _ = try command(poster, "post fp.idle 1") { $0.hasPrefix("posted fp.idle 1 ") }
             let connected = try command(poster, "peers 1") { $0.hasPrefix("peers ") }
             #expect(connected == "peers 1")
@@ -172,13 +166,10 @@ extension IntegrationSuites {
             defer { monitor.kill() }
             try repeatUntil("dbus-monitor to see a sentinel", action: { try notifyutilPost(["fp.storm.sentinel"], bus: bus) },
                             done: { monitor.stdout.contains("fp.storm.sentinel") })
-            let observer = try probe(["fp-peer"], environment: bus.environment)
+            let observer = try peer(bus.environment, observing: "fp.storm")
             defer { observer.kill() }
-            try observer.waitForLine("ready")
-            _ = try command(observer, "observe fp.storm") { $0 == "observing fp.storm" }
-            let poster = try probe(["fp-peer"], environment: bus.environment)
+            let poster = try peer(bus.environment)
             defer { poster.kill() }
-            try poster.waitForLine("ready")
             _ = try command(poster, "post fp.storm 1") { $0.hasPrefix("posted fp.storm 1 ") }
             let connected = try command(poster, "peers 1") { $0.hasPrefix("peers ") }
             #expect(connected == "peers 1")
@@ -205,15 +196,12 @@ extension IntegrationSuites {
             defer { monitor.kill() }
             try repeatUntil("dbus-monitor to see a sentinel", action: { try notifyutilPost(["fp.query.sentinel"], bus: bus) },
                             done: { monitor.stdout.contains("fp.query.sentinel") })
-            let observer = try probe(["fp-peer"], environment: bus.environment)
+            let observer = try peer(bus.environment, observing: "fp.query")
             defer { observer.kill() }
-            try observer.waitForLine("ready")
-            _ = try command(observer, "observe fp.query") { $0 == "observing fp.query" }
             // A center that observes nothing (it only posts) has no endpoint: nothing to answer,
             // nothing kept of who asked.
-            let bystander = try probe(["fp-peer"], environment: bus.environment)
+            let bystander = try peer(bus.environment)
             defer { bystander.kill() }
-            try bystander.waitForLine("ready")
             _ = try command(bystander, "post fp.query.other 1") { $0.hasPrefix("posted fp.query.other 1 ") }
             let flood = try probe(["fp-query-flood", "20000"], environment: bus.environment)
             defer { flood.kill() }
@@ -238,13 +226,10 @@ extension IntegrationSuites {
         func stormAndFloodOfOtherUsers() throws {
             let system = try SystemLikeBus()
             let env = systemEnvironment(system)
-            let observer = try probe(["fp-peer"], environment: env)
+            let observer = try peer(env, observing: "fp.both")
             defer { observer.kill() }
-            try observer.waitForLine("ready")
-            _ = try command(observer, "observe fp.both") { $0 == "observing fp.both" }
-            let poster = try probe(["fp-peer"], environment: env)
+            let poster = try peer(env)
             defer { poster.kill() }
-            try poster.waitForLine("ready")
             _ = try command(poster, "post fp.both 1") { $0.hasPrefix("posted fp.both 1 ") }
             let connected = try command(poster, "peers 1") { $0.hasPrefix("peers ") }
             #expect(connected == "peers 1")

@@ -232,7 +232,8 @@ size_t cn_plist_weight(const CNotify_plist *p);  /* what counts against CNOTIFY_
 /* DARWIN_NOTIFY_TEST_START_DELAY_MS: widens the moment between the loop thread's creation and
  * the return of the first start. */
 void cn_test_start_delay(void);
-/* Key comparisons property-list look-ups made (plist.c): a test measures that a look-up is O(1). */
-extern _Atomic unsigned long cn_test_plist_compares;
+/* Key comparisons this thread's property-list look-ups made (plist.c): a test measures that a
+ * look-up is O(1). */
+extern _Thread_local unsigned long cn_test_plist_compares;
 
 #endif
