@@ -17,6 +17,9 @@ let package = Package(
     name: "DarwinNotify",
     products: [
         .library(name: "DarwinNotify", targets: ["DarwinNotify"]),
+        // Apple's Swift module for <notify.h>: `import notify`, with Dispatch and Apple's Swift
+        // signature of notify_register_dispatch (a DispatchQueue).
+        .library(name: "notify", targets: ["notify"]),
         // The C core as a shared library, so plain C programs can `#include <notify.h>` and link it.
         .library(name: "CNotify", type: .dynamic, targets: ["CNotify"]),
         .executable(name: "notifyutil", targets: ["notifyutil"]),
@@ -55,6 +58,7 @@ let package = Package(
             linkerSettings: [.linkedLibrary("dbus-1"), .linkedLibrary("pthread")]
         ),
         .target(name: "DarwinNotify", dependencies: ["CNotify"]),
+        .target(name: "notify", dependencies: ["DarwinNotify", "CNotify"]),
         // libmosquitto, the MQTT client notify-bridge uses (Debian: libmosquitto-dev).
         .systemLibrary(
             name: "CMosquitto",

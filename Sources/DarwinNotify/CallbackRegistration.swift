@@ -7,7 +7,13 @@ import CNotify
 /// leaves the context with the caller).
 package final class CallbackBox<Argument>: Sendable {
     package let invoke: @Sendable (Argument) -> Void
-    package init(_ invoke: @escaping @Sendable (Argument) -> Void) { self.invoke = invoke }
+    /// Runs when the C core lets the box go (its registration cancelled), on that thread.
+    private let released: (@Sendable () -> Void)?
+    package init(_ invoke: @escaping @Sendable (Argument) -> Void, released: (@Sendable () -> Void)? = nil) {
+        self.invoke = invoke
+        self.released = released
+    }
+    deinit { released?() }
 
     /// The box behind a context pointer the C core hands back to a callback.
     package static func from(_ context: UnsafeMutableRawPointer) -> CallbackBox<Argument> {

@@ -108,7 +108,7 @@ public final class DarwinNotificationBridge: Sendable {
     public func forward(_ name: Notification.Name, from distributed: DistributedNotificationCenter,
                         delivery: Delivery = .post) throws(DistributedNotificationError) {
         // Not what `distributed` posted itself (an export of this process): its observers had it.
-        let token = try distributed.addObserver(forName: name, object: nil, suspensionBehavior: .hold, skippingOwnPosts: true) {
+        let token = try distributed.observe(name, object: nil, behavior: .hold, delivery: .deliveryQueue, skippingOwnPosts: true) {
             [weak self] note in
             self?.deliver(note, delivery)
         }
@@ -153,7 +153,7 @@ public final class DarwinNotificationBridge: Sendable {
         setExport(name) { [weak self] note in
             if let self, let sender = note.object as AnyObject?, sender === self { return }
             do throws(DistributedNotificationError) {
-                try distributed.post(name: name, object: note.object, userInfo: note.userInfo)
+                try distributed.checkedPost(name: name, object: note.object, userInfo: note.userInfo)
             } catch { onError(error) }
         }
     }

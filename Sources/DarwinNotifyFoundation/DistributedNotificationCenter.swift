@@ -15,19 +15,28 @@ import Synchronization
 /// user's embedded bus. ``init(scope:)`` with `.system` reaches every user of the machine (the
 /// system bus), as Apple's `postToAllSessions` does.
 ///
-/// Observers run on the center's delivery queue (serial: in the order notifications arrived), or
-/// on the `OperationQueue` they name. While ``suspended`` is true, each observer's
+/// Observers run on the main thread, as on macOS (a block registered with a nil queue, and every
+/// selector-form observer), or on the `OperationQueue` they name: a program must let its main
+/// thread run them (an app's run loop; a command-line program's `RunLoop.main.run()`,
+/// `dispatchMain()`, or an `async` main). While ``suspended`` is true, each observer's
 /// ``SuspensionBehavior`` decides: `.drop` loses the notification, `.coalesce` keeps only the last
 /// one of each name and object, `.hold` keeps them all (delivered in order on resume; past
 /// ``holdLimit`` the held ones are delivered at once, as Apple's server flushes a full queue),
 /// and `.deliverImmediately` delivers anyway. A post with `deliverImmediately` is delivered to every
 /// observer at once; for a suspended center, what it held is delivered first.
 ///
+/// Posting and registering never throw, as on macOS. What fails here and cannot on macOS (no bus,
+/// a bad name) or raises there (a userInfo that is no property list) is reported instead: to the
+/// center's ``failureHandler`` if set, else to ``NotificationFailures`` (a line on standard error
+/// by default), and counted in ``failureCount``; nothing is sent then, and nothing is lost silently.
+///
+/// userInfo values arrive as macOS hands them over: numbers and booleans as `NSNumber` (so
+/// `as? Double` on an integer, `as? Float`, `as? Int` on a Bool answer as on macOS), strings,
+/// data, dates, arrays and dictionaries.
+///
 /// Differences from Apple's (docs: "Porting NSDistributedNotificationCenter"): it is not a
-/// `NotificationCenter` subclass (swift-corelibs-foundation's methods cannot be overridden);
-/// posting and registering throw (Apple raises an exception for a userInfo that is no property
-/// list, and cannot fail to reach its server); the selector form takes a method reference
-/// (`Settings.changed`), as Linux Swift has no selectors.
+/// `NotificationCenter` subclass (swift-corelibs-foundation's methods cannot be overridden); the
+/// selector form takes a method reference (`Settings.changed`), as Linux Swift has no selectors.
 open class DistributedNotificationCenter: @unchecked Sendable {
     // @unchecked Sendable: every mutable part is behind `state` (a Mutex); the rest is let.
 
@@ -76,10 +85,35 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     private let allSessions = Mutex<DistributedNotificationCenter?>(nil)
 
     private static let shared = Mutex<DistributedNotificationCenter?>(nil)
+    private let failures = Mutex(Failures())
+
+    private struct Failures {
+        var handler: (@Sendable (DistributedNotificationError) -> Void)?
+        var count = 0
+    }
+
+    /// Called with what went wrong when a post or a registration of this center failed (nothing
+    /// was sent, or nothing will be delivered to that observer). Unset, the failure goes to
+    /// ``NotificationFailures``.
+    public var failureHandler: (@Sendable (DistributedNotificationError) -> Void)? {
+        get { failures.withLock { $0.handler } }
+        set { failures.withLock { $0.handler = newValue } }
+    }
+
+    /// How many posts and registrations of this center failed.
+    public var failureCount: Int { failures.withLock { $0.count } }
+
+    private func report(_ error: DistributedNotificationError, _ function: String, name: Notification.Name?) {
+        let handler = failures.withLock { f -> (@Sendable (DistributedNotificationError) -> Void)? in
+            f.count += 1
+            return f.handler
+        }
+        if let handler { handler(error) } else { NotificationFailures.report(function, name: name?.rawValue, error) }
+    }
 
     /// The process's center of the user scope, made on first use.
-    /// - Note: if no bus can be reached the center is still returned; its posts and observers then
-    ///   fail with the reason (`.notify`).
+    /// - Note: if no bus can be reached the center is still returned; each of its posts and
+    ///   observers then fails with the reason (`.notify`), reported as ``failureHandler`` says.
     open class func `default`() -> DistributedNotificationCenter {
         shared.withLock { center in
             if let center { return center }
@@ -162,12 +196,53 @@ open class DistributedNotificationCenter: @unchecked Sendable {
 
     // MARK: Posting
 
-    /// Posts `name` with `object` and `userInfo` to every observer of the center's scope.
-    /// - Throws: ``DistributedNotificationError`` before anything is sent: a userInfo that is no
-    ///   property list (`.notPropertyList`, `.keyNotString`, with the key path) or past the bounds
-    ///   (`.outOfBounds`); a bad name or no bus (`.notify`).
+    /// Posts `name` with `object` and `userInfo` to every observer of the center's scope. Nothing
+    /// is sent when the userInfo is no property list (`.notPropertyList`, `.keyNotString`, with
+    /// the key path) or is past the bounds (`.outOfBounds`), or for a bad name or no bus
+    /// (`.notify`): that is reported (``failureHandler``). With `.postToAllSessions`, a post that
+    /// reached this center's bus and not the system bus is reported too, and not taken back.
     open func postNotificationName(_ name: Notification.Name, object: String?, userInfo: [AnyHashable: Any]? = nil,
-                                   options: Options = []) throws(DistributedNotificationError) {
+                                   options: Options = []) {
+        do throws(DistributedNotificationError) { try send(name, object: object, userInfo: userInfo, options: options) } catch {
+            report(error, "postNotificationName", name: name)
+        }
+    }
+
+    /// Apple's form with `deliverImmediately`.
+    open func postNotificationName(_ name: Notification.Name, object: String?, userInfo: [AnyHashable: Any]? = nil,
+                                   deliverImmediately: Bool) {
+        postNotificationName(name, object: object, userInfo: userInfo, options: deliverImmediately ? .deliverImmediately : [])
+    }
+
+    /// Apple's `post(name:object:userInfo:deliverImmediately:)`.
+    open func post(name: Notification.Name, object: String?, userInfo: [AnyHashable: Any]? = nil, deliverImmediately: Bool) {
+        postNotificationName(name, object: object, userInfo: userInfo, deliverImmediately: deliverImmediately)
+    }
+
+    /// Posts `notification` (its object must be a String, or nil).
+    open func post(_ notification: Notification) {
+        post(name: notification.name, object: notification.object, userInfo: notification.userInfo)
+    }
+
+    /// NotificationCenter's form: `object` must be a String (or nil); another object is reported
+    /// (`.notPropertyList`, path "object") and nothing is sent.
+    open func post(name: Notification.Name, object: Any?, userInfo: [AnyHashable: Any]? = nil) {
+        do throws(DistributedNotificationError) {
+            try send(name, object: try Self.objectString(object), userInfo: userInfo, options: [])
+        } catch {
+            report(error, "post(name:object:userInfo:)", name: name)
+        }
+    }
+
+    /// A post with its failure thrown (the bridge's exports; an `object` that is no String fails).
+    package func checkedPost(name: Notification.Name, object: Any?, userInfo: [AnyHashable: Any]?,
+                             options: Options = []) throws(DistributedNotificationError) {
+        try send(name, object: try Self.objectString(object), userInfo: userInfo, options: options)
+    }
+
+    /// The post itself, with its failure thrown.
+    private func send(_ name: Notification.Name, object: String?, userInfo: [AnyHashable: Any]?,
+                      options: Options) throws(DistributedNotificationError) {
         let tree = try userInfo.map { (info) throws(DistributedNotificationError) in try PropertyListTree.make(info) }
         var cOptions: UInt32 = 0
         if options.contains(.deliverImmediately) { cOptions |= UInt32(CNOTIFY_DISTRIBUTED_DELIVER_IMMEDIATELY) }
@@ -177,36 +252,14 @@ open class DistributedNotificationCenter: @unchecked Sendable {
         }
         if options.contains(.postToAllSessions), let allSessionsBus {
             do throws(DistributedNotificationError) {
-                try allSessionsCenter(allSessionsBus).postNotificationName(name, object: object, userInfo: userInfo,
-                                                                           options: options.subtracting(.postToAllSessions))
+                try allSessionsCenter(allSessionsBus).send(name, object: object, userInfo: userInfo,
+                                                           options: options.subtracting(.postToAllSessions))
             } catch {
                 throw DistributedNotificationError(error.code, path: error.path,
                                                    "posted on this center's bus, but not for all sessions (\(allSessionsBus)): \(error.message)",
                                                    status: error.status)
             }
         }
-    }
-
-    /// Apple's form with `deliverImmediately`.
-    open func postNotificationName(_ name: Notification.Name, object: String?, userInfo: [AnyHashable: Any]? = nil,
-                                   deliverImmediately: Bool) throws(DistributedNotificationError) {
-        try postNotificationName(name, object: object, userInfo: userInfo, options: deliverImmediately ? .deliverImmediately : [])
-    }
-
-    /// Apple's `post(name:object:userInfo:deliverImmediately:)`.
-    open func post(name: Notification.Name, object: String?, userInfo: [AnyHashable: Any]? = nil,
-                   deliverImmediately: Bool) throws(DistributedNotificationError) {
-        try postNotificationName(name, object: object, userInfo: userInfo, deliverImmediately: deliverImmediately)
-    }
-
-    /// Posts `notification` (its object must be a String, or nil).
-    open func post(_ notification: Notification) throws(DistributedNotificationError) {
-        try post(name: notification.name, object: notification.object, userInfo: notification.userInfo)
-    }
-
-    /// NotificationCenter's form: `object` must be a String (or nil).
-    open func post(name: Notification.Name, object: Any?, userInfo: [AnyHashable: Any]? = nil) throws(DistributedNotificationError) {
-        try postNotificationName(name, object: try Self.objectString(object), userInfo: userInfo)
     }
 
     private static func objectString(_ object: Any?) throws(DistributedNotificationError) -> String? {
@@ -228,57 +281,124 @@ open class DistributedNotificationCenter: @unchecked Sendable {
 
     // MARK: Observing
 
-    /// Calls `block` for each notification named `name` (nil: every name) whose object is
-    /// `object` (nil: any; else a String), on `queue` (nil: the center's delivery queue), with
-    /// the `.coalesce` behaviour while suspended (Apple's default). Remove it with
-    /// `removeObserver(_:)`.
-    /// - Throws: when the bus refuses the registration (`.notify`), or `object` is no String.
-    open func addObserver(forName name: Notification.Name?, object: Any?, queue: OperationQueue?,
-                          using block: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> NSObjectProtocol {
-        try addObserver(forName: name, object: try Self.objectString(object), suspensionBehavior: .coalesce, queue: queue, using: block)
+    /// Where an observer runs.
+    package enum Delivery: Sendable {
+        /// The main thread (Apple's for a nil queue and for selector-form observers).
+        case main
+        /// The observer's own queue.
+        case operations(OperationQueue)
+        /// The center's serial delivery queue, with no hop (the bridge, the benchmark).
+        case deliveryQueue
     }
 
-    /// The block form with a suspension behaviour.
+    /// Calls `block` for each notification named `name` (nil: every name) whose object is
+    /// `object` (nil: any; else a String), on `queue` (nil: the main thread, as on macOS), with
+    /// the `.coalesce` behaviour while suspended (Apple's default). Remove it with
+    /// `removeObserver(_:)`. A registration that fails (no bus; `object` no String) is reported
+    /// (``failureHandler``) and its token delivers nothing.
+    open func addObserver(forName name: Notification.Name?, object: Any?, queue: OperationQueue?,
+                          using block: @escaping @Sendable (Notification) -> Void) -> NSObjectProtocol {
+        do throws(DistributedNotificationError) {
+            return try observe(name, object: try Self.objectString(object), behavior: .coalesce,
+                               delivery: queue.map { .operations($0) } ?? .main, skippingOwnPosts: false, using: block)
+        } catch {
+            report(error, "addObserver(forName:object:queue:using:)", name: name)
+            return DistributedObservation(center: nil, id: 0)
+        }
+    }
+
+    /// The block form with a suspension behaviour (`queue` nil: the main thread).
     open func addObserver(forName name: Notification.Name?, object: String?, suspensionBehavior: SuspensionBehavior,
                           queue: OperationQueue? = nil,
-                          using block: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> NSObjectProtocol {
-        try addObserver(forName: name, object: object, suspensionBehavior: suspensionBehavior, queue: queue, skippingOwnPosts: false,
-                        using: block)
+                          using block: @escaping @Sendable (Notification) -> Void) -> NSObjectProtocol {
+        do throws(DistributedNotificationError) {
+            return try observe(name, object: object, behavior: suspensionBehavior, delivery: queue.map { .operations($0) } ?? .main,
+                               skippingOwnPosts: false, using: block)
+        } catch {
+            report(error, "addObserver(forName:object:suspensionBehavior:queue:using:)", name: name)
+            return DistributedObservation(center: nil, id: 0)
+        }
     }
 
-    /// As above; `skippingOwnPosts` leaves out what this very center posted (the bridge's exports).
-    func addObserver(forName name: Notification.Name?, object: String?, suspensionBehavior: SuspensionBehavior,
-                     queue: OperationQueue? = nil, skippingOwnPosts: Bool,
-                     using block: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> NSObjectProtocol {
-        let deliver: @Sendable (Notification) -> Void
-        if let queue {
-            let box = UncheckedBox(queue) // OperationQueue is thread-safe; only addOperation is called
-            deliver = { note in
-                let carried = UncheckedBox(note) // made on the delivery queue, read only by the operation
-                box.value.addOperation { block(carried.value) }
-            }
-        } else {
-            deliver = block
-        }
-        let id = try register(name: name, object: object, behavior: suspensionBehavior, owner: nil, skipOwn: skippingOwnPosts,
-                              deliver: deliver)
+    /// A registration with its failure thrown, delivered as `delivery` says; `skippingOwnPosts`
+    /// leaves out what this very center posted (the bridge's exports).
+    package func observe(_ name: Notification.Name?, object: String?, behavior: SuspensionBehavior, delivery: Delivery,
+                         skippingOwnPosts: Bool,
+                         using block: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> NSObjectProtocol {
+        let id = try register(name: name, object: object, behavior: behavior, owner: nil, skipOwn: skippingOwnPosts,
+                              deliver: Self.deliverer(delivery, block))
         return DistributedObservation(center: self, id: id)
+    }
+
+    /// `block` as a delivery runs it: on the delivery queue, or handed to the main queue or an
+    /// OperationQueue from there (the gate of its registration is checked again where it runs).
+    private static func deliverer(_ delivery: Delivery, _ block: @escaping @Sendable (Notification) -> Void)
+        -> @Sendable (Notification, InvocationGate) -> Void {
+        switch delivery {
+        case .deliveryQueue:
+            return { note, _ in block(note) }
+        case .main:
+            return { note, gate in
+                let carried = UncheckedBox(note) // made on the delivery queue, read only on the main queue
+                DispatchQueue.main.async { gate.run { block(carried.value) } }
+            }
+        case .operations(let queue):
+            let box = UncheckedBox(queue) // OperationQueue is thread-safe; only addOperation is called
+            return { note, gate in
+                let carried = UncheckedBox(note)
+                box.value.addOperation { gate.run { block(carried.value) } }
+            }
+        }
     }
 
     /// Apple's selector form, with a method reference for the selector (Linux Swift has none):
     /// `center.addObserver(self, selector: Settings.changed, name: .settings, object: nil,
-    /// suspensionBehavior: .hold)`. The observer is held weakly; once it is gone its registrations
-    /// deliver nothing and go. Runs on the center's delivery queue.
+    /// suspensionBehavior: .hold)`. Runs on the main thread, as on macOS. The observer is held
+    /// weakly; once it is gone its registrations deliver nothing and go. A registration that fails
+    /// is reported (``failureHandler``).
     open func addObserver<Observer: AnyObject>(_ observer: Observer, selector: @escaping (Observer) -> (Notification) -> Void,
                                                name: Notification.Name?, object: String?,
-                                               suspensionBehavior: SuspensionBehavior = .coalesce) throws(DistributedNotificationError) {
+                                               suspensionBehavior: SuspensionBehavior = .coalesce) {
         let weakObserver = WeakBox(observer)
-        let method = UncheckedBox(selector) // called only on the delivery queue
-        _ = try register(name: name, object: object, behavior: suspensionBehavior, owner: ObjectIdentifier(observer), skipOwn: false,
-                         isAlive: { weakObserver.value != nil }) { note in
+        let method = UncheckedBox(selector) // called only on the main thread
+        let call: @Sendable (Notification) -> Void = { note in
             guard let target = weakObserver.value as? Observer else { return }
             method.value(target)(note)
         }
+        do throws(DistributedNotificationError) {
+            _ = try register(name: name, object: object, behavior: suspensionBehavior, owner: ObjectIdentifier(observer), skipOwn: false,
+                             isAlive: { weakObserver.value != nil }, deliver: Self.deliverer(.main, call))
+        } catch {
+            report(error, "addObserver(_:selector:name:object:suspensionBehavior:)", name: name)
+        }
+    }
+
+    /// The notifications named `name` (and posted with `object`, a String, if given) as an async
+    /// sequence, as `NotificationCenter.notifications(named:object:)` gives them; ending the
+    /// iteration removes the observer. Held while suspended as `.coalesce` says.
+    public func notifications(named name: Notification.Name, object: AnyObject? = nil) -> Notifications {
+        let (stream, continuation) = AsyncStream<UncheckedBox<Notification>>.makeStream(bufferingPolicy: .unbounded)
+        do throws(DistributedNotificationError) {
+            let token = try observe(name, object: try Self.objectString(object), behavior: .coalesce, delivery: .deliveryQueue,
+                                    skippingOwnPosts: false) { note in continuation.yield(UncheckedBox(note)) }
+            let tokenBox = UncheckedBox(token as AnyObject)
+            continuation.onTermination = { [weak self] _ in self?.removeObserver(tokenBox.value) }
+        } catch {
+            report(error, "notifications(named:object:)", name: name)
+            continuation.finish()
+        }
+        return Notifications(stream: stream)
+    }
+
+    /// The async sequence of ``notifications(named:object:)``.
+    public struct Notifications: AsyncSequence {
+        public typealias Element = Notification
+        let stream: AsyncStream<UncheckedBox<Notification>>
+        public struct AsyncIterator: AsyncIteratorProtocol {
+            var base: AsyncStream<UncheckedBox<Notification>>.Iterator
+            public mutating func next() async -> Notification? { await base.next()?.value }
+        }
+        public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator()) }
     }
 
     /// Removes a block registration (its token), or every registration of a selector-form
@@ -329,7 +449,7 @@ open class DistributedNotificationCenter: @unchecked Sendable {
         let gate: InvocationGate
         /// False once a selector-form observer is gone: the registration is removed at its next delivery.
         let isAlive: @Sendable () -> Bool
-        let deliver: @Sendable (Notification) -> Void
+        let deliver: @Sendable (Notification, InvocationGate) -> Void
     }
 
     private struct Held {
@@ -349,7 +469,7 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     /// A C distributed handler whose arrivals go to the delivery queue, and its registration.
     private func register(name: Notification.Name?, object: String?, behavior: SuspensionBehavior, owner: ObjectIdentifier?,
                           skipOwn: Bool, isAlive: @escaping @Sendable () -> Bool = { true },
-                          deliver: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> Int {
+                          deliver: @escaping @Sendable (Notification, InvocationGate) -> Void) throws(DistributedNotificationError) -> Int {
         let id = state.withLock { s in defer { s.nextID += 1 }; return s.nextID }
         let weakSelf = WeakBox(self)
         let box = CallbackBox<DistributedArrival> { arrival in
@@ -419,7 +539,7 @@ open class DistributedNotificationCenter: @unchecked Sendable {
             return
         }
         let current = state.withLock { $0.observers[r.id] != nil }
-        if current { r.gate.run { r.deliver(note.value) } }
+        if current { r.gate.run { r.deliver(note.value, r.gate) } }
     }
 
     /// A removed registration: the C handler goes, and a running delivery is waited for (not one

@@ -154,8 +154,8 @@ final class PropertyListTree {
 
     // ---- back: what a receiver reads ----
 
-    /// The userInfo a C property list (a dictionary) holds, as Swift values: String, Int, Double,
-    /// Bool, Data, Date, [Any] and [String: Any].
+    /// The userInfo a C property list (a dictionary) holds: String, NSNumber (integers, reals,
+    /// booleans), Data, Date, [Any] and [String: Any].
     static func userInfo(_ plist: OpaquePointer) -> [AnyHashable: Any] {
         guard case .dictionary(let entries) = PropertyListValue(plist) else { return [:] }
         return Dictionary(entries.map { (AnyHashable($0.key), value($0.value)) }, uniquingKeysWith: { $1 })
@@ -164,9 +164,11 @@ final class PropertyListTree {
     private static func value(_ v: PropertyListValue) -> Any {
         switch v {
         case .string(let s): return s
-        case .integer(let i): return Int(i)
-        case .real(let d): return d
-        case .bool(let b): return b
+        // Numbers and booleans as NSNumber, as macOS hands them over: `as? Double` on an integer,
+        // `as? Float` and `as? Int` on a Bool then answer as they do there.
+        case .integer(let i): return NSNumber(value: i)
+        case .real(let d): return NSNumber(value: d)
+        case .bool(let b): return NSNumber(value: b)
         case .data(let bytes): return Data(bytes)
         case .date(let seconds): return Date(timeIntervalSince1970: seconds)
         case .array(let items): return items.map(value)

@@ -140,7 +140,8 @@ enum PingPong {
         let center = try DistributedNotificationCenter(bus: bus)
         let arrived = DispatchSemaphore(value: 0)
         let pongAt = Mutex<UInt64>(0)
-        let token = try center.addObserver(forName: Notification.Name(pong), object: nil, suspensionBehavior: .hold, queue: nil) { note in
+        let token = try center.observe(Notification.Name(pong), object: nil, behavior: .hold, delivery: .deliveryQueue,
+                                       skippingOwnPosts: false) { note in
             let t = now()
             guard note.userInfo?.count == 16 else { return } // a pong without its payload is no pong
             pongAt.withLock { $0 = t }
@@ -152,7 +153,7 @@ enum PingPong {
         let userInfo = kibUserInfo()
         for _ in 0..<count {
             let t0 = now()
-            try center.postNotificationName(Notification.Name(ping), object: nil, userInfo: userInfo)
+            try center.checkedPost(name: Notification.Name(ping), object: nil, userInfo: userInfo)
             guard arrived.wait(timeout: .now() + 30) == .success else { throw BenchError("no distributed pong within 30 s") }
             rtts.append(pongAt.withLock { $0 } - t0)
         }
@@ -162,8 +163,9 @@ enum PingPong {
     /// The `_distributed-echo PING PONG` role: answers each distributed ping with its userInfo.
     static func runDistributedEcho(ping: String, pong: String) throws -> Never {
         let center = try DistributedNotificationCenter(bus: ProcessInfo.processInfo.environment["DARWIN_NOTIFY_BUS"] ?? "embedded")
-        let token = try center.addObserver(forName: Notification.Name(ping), object: nil, suspensionBehavior: .hold, queue: nil) { note in
-            try? center.postNotificationName(Notification.Name(pong), object: nil, userInfo: note.userInfo)
+        let token = try center.observe(Notification.Name(ping), object: nil, behavior: .hold, delivery: .deliveryQueue,
+                                       skippingOwnPosts: false) { note in
+            center.postNotificationName(Notification.Name(pong), object: nil, userInfo: note.userInfo)
         }
         FileHandle.standardOutput.write(Data("ready\n".utf8)) // unbuffered: the readiness handshake
         while readLine() != nil {} // until the benchmark closes our stdin

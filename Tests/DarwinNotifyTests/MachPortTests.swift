@@ -17,11 +17,12 @@ struct MachPortTests {
         #expect(!notify_is_valid_token(token))
     }
 
-    @Test("bad input first, as any registration: NULL pointers, then the name")
+    @Test("bad input as Libnotify answers it: the name first, then a NULL port (INVALID_PORT), then the token pointer")
     func badInput() {
         var port: mach_port_t = MACH_PORT_NULL
         var token: Int32 = 0
-        #expect(notify_register_mach_port("com.example.port", nil, 0, &token) == UInt32(NOTIFY_STATUS_NULL_INPUT))
+        #expect(notify_register_mach_port(nil, nil, 0, &token) == UInt32(NOTIFY_STATUS_INVALID_NAME))
+        #expect(notify_register_mach_port("com.example.port", nil, 0, &token) == UInt32(NOTIFY_STATUS_INVALID_PORT))
         #expect(notify_register_mach_port("com.example.port", &port, 0, nil) == UInt32(NOTIFY_STATUS_NULL_INPUT))
         #expect(notify_register_mach_port("", &port, 0, &token) == UInt32(NOTIFY_STATUS_INVALID_NAME))
     }

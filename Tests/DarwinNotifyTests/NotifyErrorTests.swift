@@ -26,7 +26,7 @@ struct NotifyErrorTests {
 
     @Test("name validation needs no bus")
     func validation() {
-        #expect(CNotify_validate_name(nil) == UInt32(NOTIFY_STATUS_NULL_INPUT))
+        #expect(CNotify_validate_name(nil) == UInt32(NOTIFY_STATUS_INVALID_NAME)) // Libnotify's answer
         #expect(CNotify_validate_name("") == UInt32(NOTIFY_STATUS_INVALID_NAME))
         #expect(CNotify_validate_name(String(repeating: "a", count: 513)) == UInt32(NOTIFY_STATUS_INVALID_NAME))
         #expect(CNotify_validate_name(String(repeating: "a", count: 512)) == UInt32(NOTIFY_STATUS_OK))

@@ -20,7 +20,7 @@ extension IntegrationSuites {
             let invalidUTF8: [CChar] = [0x61, -1, -2, 0]
             #expect(CNotify_center_post(center.cCenter, invalidUTF8) == UInt32(NOTIFY_STATUS_INVALID_NAME))
             #expect(String(cString: CNotify_last_error()).contains("UTF-8"))
-            #expect(notify_post(nil) == UInt32(NOTIFY_STATUS_NULL_INPUT))
+            #expect(notify_post(nil) == UInt32(NOTIFY_STATUS_INVALID_NAME)) // as Libnotify's notify_client.c
             #expect(notify_register_check("x", nil) == UInt32(NOTIFY_STATUS_NULL_INPUT))
             var check: Int32 = 0
             #expect(notify_check(123_456, &check) == UInt32(NOTIFY_STATUS_INVALID_TOKEN))

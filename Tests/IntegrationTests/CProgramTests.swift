@@ -10,21 +10,32 @@ extension IntegrationSuites {
 
         @Test("compiles with #include <notify.h>, links libCNotify.so, and works")
         func macOSStyleProgram() throws {
-            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-            let products = ChildProcess.productsDirectory
-            try #require(FileManager.default.fileExists(atPath: products + "/libCNotify.so"), "build the CNotify product first")
-            let out = try makeTemporaryDirectory("cprog") + "/macos_style"
-            // In the sanitizer lane (.ci/sanitize) the library is instrumented: the program links
-            // the sanitizer's runtime too, as any program using that build must.
-            let sanitizer = ProcessInfo.processInfo.environment["DARWIN_NOTIFY_SANITIZER"].map { ["-fsanitize=" + $0] } ?? []
-            let cc = try run("/usr/bin/cc", sanitizer + ["-Wall", "-Werror", root + "/Tests/Fixtures/macos_style.c",
-                                             "-I", root + "/Shims/CNotify/include", "-L", products, "-lCNotify",
-                                             "-Wl,-rpath," + products, "-o", out])
-            #expect(cc.status == 0, "cc: \(cc.err)")
-            let result = try run(out, [], environment: bus.environment)
+            let result = try compileAndRun("Tests/AppleStyle/Sources/macos-style/macos_style.c")
             #expect(result.status == 0, "\(result.err)")
             // <notify_keys.h> compiled, and the Mach-port path failed cleanly into the descriptor one.
             #expect(result.out == "clock: descriptor\nok\n")
+        }
+
+        /// Builds one C file of the repository against libCNotify.so as a plain C user does, and runs
+        /// it on the test bus. In the sanitizer lane (.ci/sanitize) the library is instrumented: the
+        /// program links the sanitizer's runtime too, as any program using that build must.
+        func compileAndRun(_ source: String) throws -> (status: Int32, out: String, err: String) {
+            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+            let products = ChildProcess.productsDirectory
+            try #require(FileManager.default.fileExists(atPath: products + "/libCNotify.so"), "build the CNotify product first")
+            let out = try makeTemporaryDirectory("cprog") + "/" + URL(fileURLWithPath: source).deletingPathExtension().lastPathComponent
+            let sanitizer = ProcessInfo.processInfo.environment["DARWIN_NOTIFY_SANITIZER"].map { ["-fsanitize=" + $0] } ?? []
+            let cc = try run("/usr/bin/cc", sanitizer + ["-Wall", "-Werror", root + "/" + source, "-I", root + "/Shims/CNotify/include",
+                                                         "-L", products, "-lCNotify", "-Wl,-rpath," + products, "-o", out])
+            try #require(cc.status == 0, "cc: \(cc.err)")
+            let result = try run(out, [], environment: bus.environment)
+            return (result.status, result.out, result.err)
+        }
+
+        @Test("bad input to every notify(3) call gets what Libnotify's notify_client.c answers (Tests/Fixtures/libnotify_statuses.c)")
+        func libnotifyStatuses() throws {
+            let result = try compileAndRun("Tests/Fixtures/libnotify_statuses.c")
+            #expect(result.status == 0 && result.out == "same (0 differences)\n", "\(result.out)\(result.err)")
         }
 
         @Test("the README's plain cc build of libCNotify.so needs no Swift runtime, and works")
@@ -41,7 +52,7 @@ extension IntegrationSuites {
             #expect(lib.status == 0, "cc: \(lib.err)")
             let deps = try run("/usr/bin/ldd", [dir + "/libCNotify.so"])
             #expect(!deps.out.contains("swift"), "links the Swift runtime: \(deps.out)")
-            let prog = try run("/usr/bin/cc", ["-Wall", "-Werror", root + "/Tests/Fixtures/macos_style.c", "-I", root + "/Shims/CNotify/include",
+            let prog = try run("/usr/bin/cc", ["-Wall", "-Werror", root + "/Tests/AppleStyle/Sources/macos-style/macos_style.c", "-I", root + "/Shims/CNotify/include",
                                                "-L", dir, "-lCNotify", "-Wl,-rpath," + dir, "-o", dir + "/macos_style"])
             #expect(prog.status == 0, "cc: \(prog.err)")
             let result = try run(dir + "/macos_style", [], environment: bus.environment)

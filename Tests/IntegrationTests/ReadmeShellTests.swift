@@ -19,6 +19,7 @@ extension IntegrationSuites {
             ("bash .ci/sanitize", "CI's sanitizer lane (.ci/run)"),
             ("bash .ci/fuzz 60 && bash .ci/soak 1000000", "CI's fuzzing lane and soak (.ci/run runs both, exactly so)"),
             ("swift build --package-path Examples", "ExamplesTests builds the Examples package"),
+            ("bash .ci/apple-style", "CI's Apple-style lane (.ci/run runs exactly this line)"),
             ("make && sudo make install", "InstallTests (make, then make install with sudo's PATH into a staging root, and realInstall into /usr/local as root)"),
             ("systemctl --user", "InstallTests.socketActivation (needs a systemd user session)"),
             ("install -m 0644 docs/dbus", "changes the machine's system bus; the policy is tested by the system-like bus suites"),

@@ -117,12 +117,14 @@ static void target_free(void *target) {
 
 static uint32_t register_dispatch(const char *name, int *out_token, cn_queue_ref queue, cn_block_ref handler) {
     cn_clear_error();
-    if (!out_token || !queue || !handler) {
-        cn_set_error("out_token, queue or handler is NULL");
+    /* Libnotify's order: the queue and the handler, then the name, then out_token. */
+    if (!queue || !handler) {
+        cn_set_error("the queue or the handler is NULL");
         return NOTIFY_STATUS_NULL_INPUT;
     }
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
+    CN_RETURN_IF_NULL(out_token, "out_token");
     pthread_once(&dispatch_fns_once, find_dispatch_fns);
     if (!dispatch_fns_found) {
         cn_set_error("libdispatch or the blocks runtime is not loaded in this process (link -ldispatch -lBlocksRuntime)");

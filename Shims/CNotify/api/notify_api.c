@@ -40,11 +40,12 @@ uint32_t notify_register_plain(const char *name, int *out_token) {
 uint32_t notify_register_mach_port(const char *name, mach_port_t *notify_port, int flags, int *out_token) {
     (void)flags;
     cn_clear_error();
-    CN_RETURN_IF_NULL(notify_port, "notify_port");
-    CN_RETURN_IF_NULL(out_token, "out_token");
-    *out_token = NOTIFY_TOKEN_INVALID;
+    /* Libnotify's order and answers: the name, then a NULL port (INVALID_PORT). */
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
+    if (!notify_port) { cn_set_error("notify_port is NULL"); return NOTIFY_STATUS_INVALID_PORT; }
+    CN_RETURN_IF_NULL(out_token, "out_token");
+    *out_token = NOTIFY_TOKEN_INVALID;
     cn_set_error("there are no Mach ports on Linux: notify_register_dispatch or notify_register_file_descriptor "
                  "deliver '%s' instead", name);
     return NOTIFY_STATUS_INVALID_PORT;
@@ -81,10 +82,11 @@ uint32_t notify_register_file_descriptor(const char *name, int *notify_fd, int f
 uint32_t CNotify_center_register_file_descriptor(CNotify_center *c, const char *name, int *notify_fd, int flags,
                                                  int *out_token) {
     cn_clear_error();
-    CN_RETURN_IF_NULL(notify_fd, "notify_fd");
-    CN_RETURN_IF_NULL(out_token, "out_token");
+    /* Libnotify's order and answers: the name, then a NULL notify_fd (INVALID_FILE). */
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
+    if (!notify_fd) { cn_set_error("notify_fd is NULL"); return NOTIFY_STATUS_INVALID_FILE; }
+    CN_RETURN_IF_NULL(out_token, "out_token");
     CN_RETURN_IF_FORKED();
     cn_pipe *pipe = NULL;
     if (flags & NOTIFY_REUSE) {

@@ -108,9 +108,9 @@ static void on_post(void *context, const char *name) {
  * kind holds (pipe, dispatch target, handler context). */
 uint32_t cn_token_add(CNotify_center *c, const char *name, cn_token_kind kind, int *out_token) {
     if (!c && !(c = cn_center_default())) return NOTIFY_STATUS_FAILED;
-    CN_RETURN_IF_NULL(out_token, "out_token");
-    uint32_t st = CNotify_validate_name(name);
+    uint32_t st = CNotify_validate_name(name); /* before out_token, as Libnotify checks them */
     if (st != NOTIFY_STATUS_OK) return st;
+    CN_RETURN_IF_NULL(out_token, "out_token");
     CN_RETURN_IF_FORKED();
     cn_token *t = calloc(1, sizeof *t);
     if (!t || !(t->name = strdup(name))) { free(t); cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }

@@ -29,9 +29,9 @@ int cn_utf8_valid(const char *text) {
 
 uint32_t CNotify_validate_name(const char *name) {
     cn_clear_error();
-    if (name == NULL) {
+    if (name == NULL) { /* Libnotify's answer to a NULL name (notify_client.c), not NULL_INPUT */
         cn_set_error("notification name is NULL");
-        return NOTIFY_STATUS_NULL_INPUT;
+        return NOTIFY_STATUS_INVALID_NAME;
     }
     size_t len = strlen(name);
     if (len == 0) {

@@ -60,7 +60,8 @@ uint32_t notify_check(int token, int *check);
 /*
  * Apple's delivery by Mach message. There are no Mach ports on Linux: it always returns
  * NOTIFY_STATUS_INVALID_PORT, registers nothing, sets *out_token to NOTIFY_TOKEN_INVALID and
- * leaves *notify_port as it was (NULL pointers: NOTIFY_STATUS_NULL_INPUT). Use
+ * leaves *notify_port as it was (as Libnotify: a bad or NULL name, NOTIFY_STATUS_INVALID_NAME; a NULL
+ * notify_port, NOTIFY_STATUS_INVALID_PORT; a NULL out_token, NOTIFY_STATUS_NULL_INPUT). Use
  * notify_register_dispatch or notify_register_file_descriptor instead.
  */
 uint32_t notify_register_mach_port(const char *name, mach_port_t *notify_port, int flags, int *out_token);
