@@ -26,6 +26,8 @@ let package = Package(
         .executable(name: "notifyutil-full", targets: ["notifyutil-full"]),
         .executable(name: "notify-bench", targets: ["notify-bench"]),
         .library(name: "Wormhole", targets: ["Wormhole"]),
+        // MMWormhole's class and names over Wormhole: `import MMWormhole`, NSCoding messages.
+        .library(name: "MMWormhole", targets: ["MMWormhole"]),
         // Darwin notifications into Foundation's NotificationCenter and back (a module of its own:
         // the core never depends on Foundation).
         .library(name: "DarwinNotifyFoundation", targets: ["DarwinNotifyFoundation"]),
@@ -99,6 +101,7 @@ let package = Package(
             linkerSettings: staticStdlibNotifyutil ? [.unsafeFlags(["-static-stdlib"])] : []
         ),
         .target(name: "Wormhole", dependencies: ["DarwinNotify", .product(name: "SystemPackage", package: "swift-system")]),
+        .target(name: "MMWormhole", dependencies: ["Wormhole", "DarwinNotifyFoundation"]),
         .executableTarget(
             name: "wormhole",
             dependencies: ["Wormhole", "DarwinNotify", .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -124,7 +127,8 @@ let package = Package(
             // cli-floor/ by its run.sh (start-up floors for `cli`).
             exclude: ["peers", "cli-floor"]
         ),
-        .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore", "Wormhole", "NotifyBridge"]),
+        .testTarget(name: "DarwinNotifyTests", dependencies: ["DarwinNotify", "CNotify", "NotifyUtilCore", "Wormhole", "NotifyBridge",
+                                                              "MMWormhole", "DarwinNotifyFoundation"]),
         .testTarget(
             name: "IntegrationTests",
             // Not notifyutil or distnotify: their static-link flag would reach this bundle's link. The tests run the

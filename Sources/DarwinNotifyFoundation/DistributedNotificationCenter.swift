@@ -183,11 +183,14 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     open var suspended: Bool {
         get { state.withLock { $0.suspended } }
         set {
-            let resumed = state.withLock { s -> Bool in
+            // What was held is queued under the lock: a notification that arrives once it is
+            // released (not suspended any more) is queued after it, never before.
+            state.withLock { s in
                 defer { s.suspended = newValue }
-                return s.suspended && !newValue
+                guard s.suspended && !newValue else { return }
+                let held = Self.takeHeld(&s)
+                if !held.isEmpty { deliveryQueue.async { for (r, note) in held { self.run(r, note) } } }
             }
-            if resumed { deliveryQueue.async { self.deliverHeld() } }
         }
     }
 
@@ -475,7 +478,7 @@ open class DistributedNotificationCenter: @unchecked Sendable {
         let box = CallbackBox<DistributedArrival> { arrival in
             if skipOwn && arrival.fromThisCenter { return }
             guard let center = weakSelf.value as? DistributedNotificationCenter else { return }
-            center.deliveryQueue.async { center.arrived(arrival, at: id) }
+            center.arrived(arrival, at: id) // held or queued before the C core counts it delivered
         }
         var cID: UInt64 = 0
         let center = try cCenter()
@@ -492,7 +495,11 @@ open class DistributedNotificationCenter: @unchecked Sendable {
         return id
     }
 
-    /// On the delivery queue: deliver now, or hold as the registration's behaviour says.
+    /// On the connection's thread, as the C core hands it over: held at once if the center is
+    /// suspended (so a notification the C core counted is held before `suspended = false` can
+    /// run: the statistics and the suspension agree), else queued for delivery in arrival order.
+    /// Before, the decision waited for the delivery queue, and a resume that came meanwhile let
+    /// notifications that had arrived while suspended through one by one.
     private func arrived(_ arrival: DistributedArrival, at id: Int) {
         let note = UncheckedBox(Notification(name: Notification.Name(arrival.name), object: arrival.object,
                                              userInfo: arrival.userInfo.value))
@@ -513,18 +520,13 @@ open class DistributedNotificationCenter: @unchecked Sendable {
             }
             return s.held.count > Self.holdLimit ? Self.takeHeld(&s) : []
         }
-        for (r, n) in deliveries { run(r, n) }
+        if !deliveries.isEmpty { deliveryQueue.async { for (r, n) in deliveries { self.run(r, n) } } }
     }
 
     /// Everything held, in order, with its registration (those removed meanwhile are gone already).
     private static func takeHeld(_ s: inout State) -> [(Registration, UncheckedBox<Notification>)] {
         defer { s.held.removeAll() }
         return s.held.compactMap { h in s.observers[h.registration].map { ($0, h.note) } }
-    }
-
-    private func deliverHeld() {
-        let held = state.withLock { s -> [(Registration, UncheckedBox<Notification>)] in s.suspended ? [] : Self.takeHeld(&s) }
-        for (r, note) in held { run(r, note) }
     }
 
     /// Notifications are made and read on the delivery queue only (UncheckedBox carries them out of

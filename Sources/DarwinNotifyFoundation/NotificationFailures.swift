@@ -35,11 +35,11 @@ public enum NotificationFailures {
     /// How many failures were reported in this process.
     public static var count: Int { state.withLock { $0.count } }
 
-    static func report(_ function: String, name: String?, _ reason: any Error) {
+    package static func report(_ function: String, name: String?, _ reason: any Error) {
         report(function, name: name, "\(reason)")
     }
 
-    static func report(_ function: String, name: String?, _ reason: String) {
+    package static func report(_ function: String, name: String?, _ reason: String) {
         let report = Report(function: function, name: name, reason: reason)
         let handler = state.withLock { s -> (@Sendable (Report) -> Void)? in
             s.count += 1

@@ -9,6 +9,8 @@
 // - notify-dispatch: `import notify` and notify_register_dispatch with a DispatchQueue;
 // - distributed-pair: DistributedNotificationCenter, observed on the main thread, userInfo
 //   numbers cast as macOS code casts them;
+// - wormhole-pair: MMWormhole with an NSCoding class as the message (hostile-pass, the attacker,
+//   writes archives it must refuse);
 // - macos-style: a C program with <notify.h>, <notify_keys.h> and a Mach-port path.
 //
 // CI: `bash .ci/apple-style` builds it and runs its tests on a private bus.
@@ -33,6 +35,9 @@ let package = Package(
         .executableTarget(name: "distributed-pair", dependencies: [
             .product(name: "DarwinNotifyFoundation", package: "DarwinNotify", condition: .when(platforms: [.linux])),
         ]),
+        .executableTarget(name: "wormhole-pair", dependencies: [.product(name: "MMWormhole", package: "DarwinNotify")]),
+        // Not Apple-style: the attacker of the wormhole-pair test, through the Wormhole module.
+        .executableTarget(name: "hostile-pass", dependencies: [.product(name: "Wormhole", package: "DarwinNotify")]),
         .executableTarget(name: "macos-style", dependencies: [.product(name: "CNotify", package: "DarwinNotify")]),
         .testTarget(name: "DarwinNotificationCenterTests", dependencies: [
             "DarwinNotificationCenter",

@@ -72,7 +72,7 @@ struct CoreProtocolUnitTests {
         var bytes: UnsafeMutablePointer<CChar>?
         var length: Int32 = 0
         #expect(CNotify_protocol_build_post("", 1, &bytes, &length) == UInt32(NOTIFY_STATUS_INVALID_NAME))
-        #expect(CNotify_protocol_build_post(nil, 1, &bytes, &length) == UInt32(NOTIFY_STATUS_NULL_INPUT))
+        #expect(CNotify_protocol_build_post(nil, 1, &bytes, &length) == UInt32(NOTIFY_STATUS_INVALID_NAME)) // a NULL name, as notify(3)
         #expect(CNotify_protocol_build_post(String(repeating: "x", count: 513), 1, &bytes, &length) == UInt32(NOTIFY_STATUS_INVALID_NAME))
         #expect(CNotify_protocol_build_post("a", 1, nil, &length) == UInt32(NOTIFY_STATUS_NULL_INPUT))
         #expect(String(cString: CNotify_last_error()).contains("NULL"))

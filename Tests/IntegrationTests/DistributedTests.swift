@@ -156,6 +156,31 @@ extension IntegrationSuites {
             #expect(observer.onMain.withLock { $0 } == [true])
         }
 
+        @Test("what reached the center while suspended is held, even with its delivery queue busy: a resume then delivers one coalesced notification, not five")
+        func suspensionHoldsWhatArrived() throws {
+            let center = try DistributedNotificationCenter(bus: bus.address)
+            // An observer that keeps the delivery queue busy until released.
+            let release = DispatchSemaphore(value: 0), blocking = DispatchSemaphore(value: 0)
+            let blocker = try center.observe(.init("busy.block"), object: nil, behavior: .deliverImmediately, delivery: .deliveryQueue,
+                                             skippingOwnPosts: false) { _ in blocking.signal(); release.wait() }
+            let seen = Seen()
+            let token = center.addObserver(forName: .init("busy.c"), object: nil, suspensionBehavior: .coalesce, queue: nil) { seen.add($0) }
+            defer { center.removeObserver(token); center.removeObserver(blocker) }
+            center.suspended = true
+            try post(["busy.block"])
+            #expect(blocking.wait(timeout: .now() + 20) == .success)
+            for i in 1...5 { try post(["busy.c", "--user-info", #"{"i": \#(i)}"#]) }
+            try repeatUntil("the C core to hand over all six", action: {}, done: { center.statistics.delivered >= 6 })
+            center.suspended = false
+            release.signal()
+            try repeatUntil("the coalesced notification", action: {}, done: { seen.count >= 1 })
+            // Anything else would have come by now: a second handshake through the same queues.
+            try post(["busy.c", "--user-info", #"{"i": 6}"#])
+            try repeatUntil("the notification after the resume", action: {}, done: { seen.count >= 2 })
+            let values = seen.notes.withLock { $0.map { $0.userInfo?["i"] as? Int ?? -1 } }
+            #expect(values == [5, 6], "\(values)")
+        }
+
         @Test("postToAllSessions with the other bus gone: delivered on this bus, the failure reported once, nothing thrown")
         func allSessionsPartial() throws {
             let gone = try makeTemporaryDirectory("gone") + "/bus"

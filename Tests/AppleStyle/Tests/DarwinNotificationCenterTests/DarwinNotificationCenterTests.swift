@@ -133,6 +133,35 @@ final class DarwinNotificationCenterTests: XCTestCase {
         XCTAssertEqual(Self.localCalls, ["local.one v"])
     }
 
+    // MMWormhole: an NSCoding class crosses; archives a listener must refuse are refused unread,
+    // the listener lives on and hears the next good message.
+    func testMMWormholePairRefusesHostileArchives() throws {
+        let listener = try start("wormhole-pair", ["listen", "8"])
+        try listener.waitForLine("ready")
+        let passes: [(String, [String])] = [
+            ("hostile-pass", ["system"]), ("hostile-pass", ["unknown"]), ("hostile-pass", ["cycle"]),
+            ("hostile-pass", ["deep"]), ("hostile-pass", ["malformed"]), ("hostile-pass", ["garbage"]),
+            ("wormhole-pair", ["pass"]), ("wormhole-pair", ["pass-dictionary"]),
+        ]
+        for (index, (program, arguments)) in passes.enumerated() {
+            XCTAssertEqual(try start(program, arguments).waitForExit(), 0)
+            try listener.waitForLineCount(index + 2) // one line heard per pass, in order
+        }
+        XCTAssertEqual(listener.waitForExit(), 0, listener.errors)
+        // The malformed array of allowed classes (index 5) is Foundation's to read: it must not end
+        // the listener (swift-corelibs-foundation's default failure policy would), whatever it makes.
+        var lines = listener.lines
+        if lines.count > 5 { XCTAssertTrue(["nil main=true", "other NSArray main=true"].contains(lines[5]), lines[5]); lines.remove(at: 5) }
+        XCTAssertEqual(lines, ["ready"] + Array(repeating: "nil main=true", count: 5)
+                       + ["note hello 3 main=true", "dictionary v main=true"])
+        for reason in ["Foundation.Process", "hostile_pass.Trap", "refers back to itself", "nest deeper than 256", "not a keyed archive"] {
+            XCTAssertTrue(listener.errors.contains(reason), "no refusal for \(reason): \(listener.errors)")
+        }
+        let reader = try start("wormhole-pair", ["read"])
+        XCTAssertEqual(reader.waitForExit(), 0)
+        XCTAssertEqual(reader.lines, ["dictionary v", "nil"])
+    }
+
     func testCProgramWithNotifyKeysTakesItsDescriptorPath() throws {
         let program = try start("macos-style", [])
         XCTAssertEqual(program.waitForExit(), 0, program.errors)
@@ -184,6 +213,17 @@ final class Child: @unchecked Sendable {
         while !lines.contains(line) {
             if Date() > deadline || !process.isRunning && !lines.contains(line) {
                 throw NSError(domain: "Child", code: 1, userInfo: [NSLocalizedDescriptionKey: "no '\(line)' from \(process.executableURL!.lastPathComponent): \(lines) \(errors)"])
+            }
+            RunLoop.current.run(until: Date().addingTimeInterval(0.01))
+        }
+    }
+
+    /// Waits until the child has printed `count` lines, up to 30 s.
+    func waitForLineCount(_ count: Int) throws {
+        let deadline = Date().addingTimeInterval(30)
+        while lines.count < count {
+            guard Date() < deadline, process.isRunning || lines.count >= count else {
+                throw NSError(domain: "Child", code: 3, userInfo: [NSLocalizedDescriptionKey: "\(process.executableURL!.lastPathComponent) printed \(lines), not \(count) lines: \(errors)"])
             }
             RunLoop.current.run(until: Date().addingTimeInterval(0.01))
         }
