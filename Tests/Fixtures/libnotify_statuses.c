@@ -20,6 +20,7 @@ int main(void) {
     fd = 12345;
     EXPECT(notify_register_file_descriptor("com.example.edge", &fd, NOTIFY_REUSE, &t), NOTIFY_STATUS_INVALID_FILE);
     EXPECT(notify_register_signal(NULL, SIGUSR1, &t), NOTIFY_STATUS_INVALID_NAME);
+    EXPECT(notify_register_signal(NULL, 0, &t), NOTIFY_STATUS_INVALID_NAME); /* the name before the signal */
     EXPECT(notify_register_mach_port(NULL, &p, 0, &t), NOTIFY_STATUS_INVALID_NAME);
     EXPECT(notify_register_mach_port("com.example.edge", NULL, 0, &t), NOTIFY_STATUS_INVALID_PORT);
     EXPECT(notify_register_mach_port("com.example.edge", &p, 0, &t), NOTIFY_STATUS_INVALID_PORT); /* no Mach ports */

@@ -111,6 +111,26 @@ extension IntegrationSuites {
             #expect(try token.readPosts() == [token.rawValue], "delivered at once: the count stayed 0")
         }
 
+        @Test("a dispatch token's suspension is a flag, as Libnotify's coalesced dispatch registrations: suspended twice, resumed once, it delivers; a descriptor token's counts, as notifyd's")
+        func suspendIsAFlagForDispatch() throws {
+            let runs = Mutex(0)
+            let queue = DispatchQueue(label: "swift.tok.flag")
+            let dispatch = try center.dispatchToken("swift.tok.flag", queue: queue) { _ in runs.withLock { $0 += 1 } }
+            let counted = try center.fileDescriptorToken("swift.tok.flag")
+            let sentinel = try center.checkingToken("swift.tok.flag.sentinel")
+            _ = try sentinel.check()
+            try dispatch.suspend(); try dispatch.suspend()
+            try counted.suspend(); try counted.suspend()
+            try dispatch.resume()
+            try counted.resume()
+            try postThenSentinel(["swift.tok.flag"], sentinel: sentinel)
+            queue.sync {} // a delivery queued for the dispatch token has run
+            #expect(runs.withLock { $0 } == 1, "resumed once after two suspends: delivered, as on macOS")
+            #expect(try counted.readPosts().isEmpty, "the descriptor token is still suspended once")
+            try counted.resume()
+            #expect(try counted.readPosts() == [counted.rawValue])
+        }
+
         @Test("state by name and by token; a cancelled token's state is .invalidToken")
         func state() throws {
             try center.setState(7, for: "swift.tok.state")

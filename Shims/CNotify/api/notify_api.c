@@ -53,6 +53,10 @@ uint32_t notify_register_mach_port(const char *name, mach_port_t *notify_port, i
 
 uint32_t CNotify_center_register_signal(CNotify_center *c, const char *name, int sig, int *out_token) {
     cn_clear_error();
+    uint32_t st = CNotify_validate_name(name); /* the name first, as Libnotify */
+    if (st != NOTIFY_STATUS_OK) return st;
+    /* Libnotify-327 registers any number and never raises a bad one; the status Apple's notify(3)
+     * documents for it is returned instead. */
     if (sig <= 0 || sig > SIGRTMAX) {
         cn_set_error("%d is not a signal number (1 to %d)", sig, SIGRTMAX);
         return NOTIFY_STATUS_INVALID_SIGNAL;

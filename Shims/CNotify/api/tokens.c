@@ -31,7 +31,7 @@ typedef struct cn_token {
     char *name;
     _Atomic int refs;         /* the center's handler, plus each queued dispatch block */
     pthread_mutex_t mu;       /* suspend state */
-    int suspended;            /* notify_suspend count not yet resumed */
+    int suspended;            /* notify_suspend count not yet resumed (a flag for code-running tokens) */
     int held;                 /* a post arrived while suspended */
 } cn_token;
 
@@ -239,7 +239,10 @@ uint32_t notify_suspend(int token) {
     cn_token *t = find_locked(token);
     if (t) {
         pthread_mutex_lock(&t->mu);
-        t->suspended++;
+        /* As Libnotify: a dispatch registration (coalesced there, notify_client.c) is suspended or
+         * not, a flag; the others count, as notifyd does (_notify_lib_suspend). */
+        if (t->target_ops || t->handler) t->suspended = 1;
+        else t->suspended++;
         pthread_mutex_unlock(&t->mu);
     }
     pthread_mutex_unlock(&tok_lock);

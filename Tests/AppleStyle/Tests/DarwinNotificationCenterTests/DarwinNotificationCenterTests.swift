@@ -18,8 +18,8 @@ final class DarwinNotificationCenterTests: XCTestCase {
         super.tearDown()
     }
 
-    private func start(_ program: String, _ arguments: [String]) throws -> Child {
-        let child = try Child(Self.productsDirectory.appendingPathComponent(program).path, arguments)
+    private func start(_ program: String, _ arguments: [String], environment: [String: String] = [:]) throws -> Child {
+        let child = try Child(Self.productsDirectory.appendingPathComponent(program).path, arguments, environment: environment)
         children.append(child)
         return child
     }
@@ -162,6 +162,16 @@ final class DarwinNotificationCenterTests: XCTestCase {
         XCTAssertEqual(reader.lines, ["dictionary v", "nil"])
     }
 
+    // DistributedNotificationCenter.default() with no usable bus: the program runs on, nothing is
+    // thrown, and each failed call is one line on standard error (NotificationFailures).
+    func testDistributedPostWithNoBusIsReportedNotThrown() throws {
+        let poster = try start("distributed-pair", ["post"], environment: ["DARWIN_NOTIFY_BUS": "unix:path=/nonexistent/applestyle-bus"])
+        XCTAssertEqual(poster.waitForExit(), 0, poster.errors)
+        let reports = poster.errors.split(separator: "\n").filter { $0.hasPrefix("DarwinNotify: ") }
+        XCTAssertEqual(reports.count, 2, poster.errors) // the change and the "done" post
+        XCTAssertTrue(reports.first?.contains("postNotificationName(com.example.applestyle.changed)") == true, poster.errors)
+    }
+
     func testCProgramWithNotifyKeysTakesItsDescriptorPath() throws {
         let program = try start("macos-style", [])
         XCTAssertEqual(program.waitForExit(), 0, program.errors)
@@ -185,10 +195,10 @@ final class Child: @unchecked Sendable {
     private var output = ""
     private var errorOutput = ""
 
-    init(_ path: String, _ arguments: [String]) throws {
+    init(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
