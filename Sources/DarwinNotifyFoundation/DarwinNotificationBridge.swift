@@ -214,9 +214,9 @@ private final class Marker: Sendable {
 /// A value handed across threads that Swift cannot prove safe: a Notification made on the delivery
 /// thread and read only on the queue's thread afterwards; an observer token only passed back to
 /// `removeObserver`. @unchecked Sendable for exactly those uses.
-struct UncheckedBox<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
+package struct UncheckedBox<T>: @unchecked Sendable {
+    package let value: T
+    package init(_ value: T) { self.value = value }
 }
 
 /// A thread's run loop and its `NotificationQueue`, for `.enqueue` deliveries. Make it on that

@@ -590,10 +590,10 @@ struct DistributedArrival: Sendable {
 }
 
 /// A weak reference that crosses threads (read only to call into the object, which is thread-safe).
-final class WeakBox: @unchecked Sendable {
+package final class WeakBox: @unchecked Sendable {
     // @unchecked Sendable: set once; `weak` needs a var.
-    weak var value: AnyObject?
-    init(_ value: AnyObject) { self.value = value }
+    package weak var value: AnyObject?
+    package init(_ value: AnyObject) { self.value = value }
 }
 
 /// The C side of every distributed registration: the note into Swift values, to the box.

@@ -142,13 +142,13 @@ open class MMWormhole: NSObject, @unchecked Sendable {
         guard let identifier else { return }
         stopListeningForMessage(withIdentifier: identifier)
         guard let listener, let wormhole = usable(function, identifier) else { return }
-        let call = UncheckedListener(listener)
-        let weakSelf = WeakWormhole(self)
+        let call = UncheckedBox(listener) // MMWormhole's block: called only on the main queue
+        let weakSelf = WeakBox(self) // a listener does not keep its wormhole alive
         do throws(WormholeError) {
             let token = try wormhole.listen(for: identifier, queue: .main) { result in
-                guard let self = weakSelf.value else { return }
+                guard let self = weakSelf.value as? MMWormhole else { return }
                 switch result {
-                case .success(let message): call.listener(self.decode(message.payload, function, identifier))
+                case .success(let message): call.value(self.decode(message.payload, function, identifier))
                 case .failure(let error): NotificationFailures.report(function, name: identifier, error)
                 }
             }
@@ -181,16 +181,3 @@ open class MMWormhole: NSObject, @unchecked Sendable {
     }
 }
 
-/// A listener block, called only on the main queue (MMWormhole's blocks are not Sendable).
-private final class UncheckedListener: @unchecked Sendable {
-    // @unchecked Sendable: set once; called only on the main queue.
-    let listener: (Any?) -> Void
-    init(_ listener: @escaping (Any?) -> Void) { self.listener = listener }
-}
-
-/// The wormhole, weakly, from a listener's closure (a listener does not keep its wormhole alive).
-private final class WeakWormhole: @unchecked Sendable {
-    // @unchecked Sendable: `weak` needs a var; read only to call into the wormhole.
-    weak var value: MMWormhole?
-    init(_ value: MMWormhole) { self.value = value }
-}
