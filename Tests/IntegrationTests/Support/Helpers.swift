@@ -8,7 +8,8 @@ func notifyutilPost(_ names: [String], bus: TestBus) throws {
 }
 
 /// For children with no readiness line (notifyutil -N, dbus-monitor): act every `interval`
-/// until `done()` holds, failing loudly after `timeout`.
+/// until `done()` holds, failing loudly after `timeout`. Returns on the first true: `done` may
+/// consume what it looks at (`notify_check` is true once per post), so it is never asked again.
 func repeatUntil(timeout: TimeInterval = 20, interval: TimeInterval = 0.1, _ what: String,
                  action: () throws -> Void, done: () -> Bool) throws {
     let deadline = Date().addingTimeInterval(timeout)
@@ -16,7 +17,10 @@ func repeatUntil(timeout: TimeInterval = 20, interval: TimeInterval = 0.1, _ wha
         if Date() > deadline { throw TestFailure("timed out after \(timeout) s: \(what)") }
         try action()
         let pause = Date().addingTimeInterval(interval)
-        while Date() < pause && !done() { usleep(10_000) }
+        while Date() < pause {
+            if done() { return }
+            usleep(10_000)
+        }
     }
 }
 
