@@ -316,3 +316,18 @@ int cmd_reuse(int argc, char **argv) {
     if (read(shared, &got, sizeof got) == sizeof got) line("token written: %d", (int)ntohl((uint32_t)got) == tok2);
     return 0;
 }
+
+/* conf-check PATH: CNotify_conf_check's report, one "FILE:LINE: why" per problem, then the counts. */
+static void conf_problem(void *ctx, const char *file, unsigned lineno, const char *why) {
+    (void)ctx;
+    if (lineno) line("%s:%u: %s", file, lineno, why);
+    else line("%s %s", file, why);
+}
+
+int cmd_conf_check(int argc, char **argv) {
+    size_t bad = 0, reserves = 0, monitors = 0, sets = 0;
+    uint32_t st = CNotify_conf_check(argc > 0 ? argv[0] : NULL, conf_problem, NULL, &bad, &reserves, &monitors, &sets);
+    if (st) return fail("conf_check", st);
+    line("bad=%zu reserves=%zu monitors=%zu sets=%zu", bad, reserves, monitors, sets);
+    return 0;
+}

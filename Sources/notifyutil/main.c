@@ -282,9 +282,11 @@ int main(int argc, char **argv) {
         if (strcmp(arg, "-p") == 0 && i + 1 < argc && is_utf8((const unsigned char *)argv[i + 1])
             && CNotify_validate_name(argv[i + 1]) == NOTIFY_STATUS_OK) {
             uint32_t uid;
-            /* A center signs user.uid.N posts, and keeps self. posts in the process (they never
-             * reach the bus): both go through one. */
-            if (CNotify_name_restricted_uid(argv[i + 1], &uid) || strncmp(argv[i + 1], "self.", 5) == 0) through_center = 1;
+            /* A center signs user.uid.N posts and names notify.conf reserves, and keeps self.
+             * posts in the process (they never reach the bus): they go through one. */
+            if (CNotify_name_restricted_uid(argv[i + 1], &uid) || CNotify_name_needs_credential(argv[i + 1]) ||
+                strncmp(argv[i + 1], "self.", 5) == 0)
+                through_center = 1;
             names[count++] = argv[++i];
             continue;
         }

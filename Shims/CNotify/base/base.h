@@ -153,8 +153,58 @@ int cn_is_self_key(const char *key, int is_namespace);
  * no digits means 0); -1 restricted to a number that is not a uid: nobody may post or set it. */
 int cn_restricted_uid(const char *name, uid_t *uid);
 /* NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) unless this process may post or set `name`;
- * *restricted (if not NULL) tells whether `name` is a valid user.uid.N name. */
+ * *restricted (if not NULL) tells whether a post of `name` must prove who sent it (a valid
+ * user.uid.N name, or a name notify.conf reserves from others' posts). */
 uint32_t cn_may_write(const char *name, int *restricted);
+#define CN_GROUPS_MAX 64 /* groups of a poster looked at (its primary group first) */
+
+/* notify_conf.c: notify.conf(5) parsed (pure: no file is opened). Apple's access bits
+ * (libnotify.h NOTIFY_ACCESS_*): read 1, write 2, shifted 0 (owner), 4 (group), 8 (others). */
+#define CN_ACCESS_USER_SHIFT 0
+#define CN_ACCESS_GROUP_SHIFT 4
+#define CN_ACCESS_OTHER_SHIFT 8
+#define CN_ACCESS_DEFAULT 0x333u /* rwrwrw: what a `reserve` with no mode gives, as notifyd */
+typedef struct { char *prefix; uid_t uid; gid_t gid; uint32_t access; } cn_conf_reserve;
+typedef struct { char *name; char *path; } cn_conf_monitor;
+typedef struct { char *name; uint64_t value; } cn_conf_set;
+typedef struct {
+    cn_conf_reserve *reserves; /* descending strcmp of prefix: the first match is the deepest */
+    size_t nreserves, capreserves;
+    cn_conf_monitor *monitors;
+    size_t nmonitors, capmonitors;
+    cn_conf_set *sets;
+    size_t nsets, capsets;
+} cn_conf;
+typedef void (*cn_conf_report_fn)(void *ctx, const char *file, unsigned line, const char *why);
+void cn_conf_init(cn_conf *conf);
+void cn_conf_free(cn_conf *conf);
+/* Adds the lines of `text` to `conf`; each bad line is reported (file, line, why) and skipped.
+ * Returns how many were bad. */
+size_t cn_conf_parse(cn_conf *conf, const char *text, size_t len, const char *file, cn_conf_report_fn report, void *ctx);
+const cn_conf_reserve *cn_conf_reserve_of(const cn_conf *conf, const char *name);
+/* notifyd's _internal_check_access for one reserve (NULL: not reserved, allowed). */
+int cn_conf_allows(const cn_conf_reserve *r, uid_t uid, const gid_t *gids, size_t ngids, int req);
+/* Whether a post of a name under `r` must prove who sent it: others may not write it. */
+int cn_conf_needs_proof(const cn_conf_reserve *r);
+
+/* policy.c: this process's notify.conf, read from its files and read again when they change
+ * (looked at most once a second). The reserve deciding `name`, copied out (prefix not kept):
+ * 1 if there is one. */
+int cn_policy_reserve(const char *name, cn_conf_reserve *out);
+/* The same from what was read last, with no look at the files: for callers holding a lock. */
+int cn_policy_reserve_cached(const char *name, cn_conf_reserve *out);
+
+/* names.c: who may post `name`. kind 0: anyone; 1: those cn_guard_allows (a user.uid.N name:
+ * N and root; a reserved name: its reserve's owner, group or others, as its mode says, and root);
+ * -1: nobody (user.uid. with a number that is no uid). */
+typedef struct { int kind; int uid_name; int reserved; cn_conf_reserve reserve; } cn_guard;
+int cn_name_guard(const char *name, cn_guard *g);
+/* The same without looking at notify.conf's files again (cn_policy_reserve_cached): under a lock. */
+int cn_name_guard_cached(const char *name, cn_guard *g);
+int cn_guard_allows(const cn_guard *g, uid_t uid, const gid_t *gids, size_t ngids);
+/* Whether `uid` may observe a post of a name `g` guards (its reserve's r bits; user.uid.N: N and
+ * root): what a direct copy honours. The bus broadcasts to anyone who asks (PROTOCOL.md). */
+int cn_guard_may_read(const cn_guard *g, uid_t uid, const gid_t *gids, size_t ngids);
 /* NOTIFY_STATUS_OK if `ns` can be a D-Bus arg0namespace, else INVALID_NAME or NULL_INPUT. */
 uint32_t cn_validate_namespace(const char *ns);
 
@@ -199,6 +249,10 @@ int cn_origin_new(uint64_t *out);
 int cn_credential_create(const char *bus_id, const char *sender, const char *name, uint64_t seq);
 /* 1 if `fd` is a credential of exactly this post made by uid `owner` or root, else 0. */
 int cn_credential_verify(int fd, const char *bus_id, const char *sender, const char *name, uint64_t seq, uid_t owner);
+/* As cn_credential_verify, but says whose it is: 1 with the file's owner and group (the
+ * creator's, set by the kernel) if it is a sealed credential of exactly this post. */
+int cn_credential_identity(int fd, const char *bus_id, const char *sender, const char *name, uint64_t seq, uid_t *uid,
+                           gid_t *gid);
 
 /* ---- sockets.c: whether something answers on a unix socket path (a connect, no traffic) ---- */
 int cn_socket_answers(const char *path);

@@ -45,9 +45,19 @@ int cn_credential_create(const char *bus_id, const char *sender, const char *nam
 }
 
 int cn_credential_verify(int fd, const char *bus_id, const char *sender, const char *name, uint64_t seq, uid_t owner) {
+    uid_t uid;
+    gid_t gid;
+    return cn_credential_identity(fd, bus_id, sender, name, seq, &uid, &gid) && (uid == owner || uid == 0);
+}
+
+/* The file's owner and group are the creator's (fsuid, fsgid), set by the kernel: only root
+ * changes them, and root may post anything. */
+int cn_credential_identity(int fd, const char *bus_id, const char *sender, const char *name, uint64_t seq, uid_t *uid,
+                           gid_t *gid) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
-    if (st.st_uid != owner && st.st_uid != 0) return 0;
+    *uid = st.st_uid;
+    *gid = st.st_gid;
     /* Only a memfd made with MFD_ALLOW_SEALING can carry F_SEAL_WRITE: a root-owned file that
      * others may write (a 0666 state file, /dev/shm) never has it. */
     int seals = fcntl(fd, F_GET_SEALS);

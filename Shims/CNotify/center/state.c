@@ -108,6 +108,15 @@ static uint32_t uid_dir(CNotify_center *c, const char *root, uid_t n, int create
     return NOTIFY_STATUS_OK;
 }
 
+/* Whose state `name` is: 1 with its owner for a name only some may set (user.uid.N: N; a name
+ * notify.conf reserves: the reserve's owner), kept in the owner's uid.N directory. */
+static int state_owner(const char *name, uid_t *owner) {
+    cn_guard g;
+    if (cn_name_guard(name, &g) != 1) return 0;
+    *owner = g.reserve.uid;
+    return 1;
+}
+
 /* Where the state of `name` lives: its directory (made if `create`), and the file in it named by
  * two 64-bit hashes of the name (the name itself may exceed NAME_MAX). *found is 0 when reading a
  * restricted name whose uid has no directory yet: never set. */
@@ -118,7 +127,7 @@ static uint32_t state_location(CNotify_center *c, const char *name, int create, 
     if (rc != NOTIFY_STATUS_OK) return rc;
     *found = 1;
     uid_t owner;
-    if (cn_restricted_uid(name, &owner) == 1) {
+    if (state_owner(name, &owner)) {
         rc = uid_dir(c, root, owner, create, dir_out, dlen, found);
         if (rc != NOTIFY_STATUS_OK) return rc;
     }
@@ -136,8 +145,7 @@ static int file_trusted(int fd, const char *name, int for_writing) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) return 0;
     uid_t owner;
-    int restricted = cn_restricted_uid(name, &owner) == 1;
-    if (restricted) return st.st_uid == owner || st.st_uid == 0;
+    if (state_owner(name, &owner)) return st.st_uid == owner || st.st_uid == 0;
     return !for_writing || (st.st_mode & 0666) == 0666;
 }
 
@@ -227,8 +235,8 @@ uint32_t cn_state_get(CNotify_center *c, const char *name, uint64_t *out) {
 /* Writes `value` for `name` into `path` in `dir`: in place when the file may be believed and
  * written, otherwise a new file renamed over it. */
 static uint32_t write_value(const char *dir, const char *path, const char *name, uint64_t value, int restricted) {
-    uid_t owner;
-    cn_restricted_uid(name, &owner);
+    uid_t owner = 0;
+    if (restricted) state_owner(name, &owner);
     mode_t mode = restricted ? 0644 : 0666;
     /* The common case: the file is there and ours to write: one pwrite of the value, which a
      * reader sees whole (old or new). */

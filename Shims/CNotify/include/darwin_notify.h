@@ -186,6 +186,44 @@ uint32_t CNotify_protocol_fast_post(const char *name, uint64_t seq, unsigned cha
  * name, 1 with *out_uid = N, -1 for a `user.uid.` number that is no uid (nobody may post it). */
 int CNotify_name_restricted_uid(const char *name, uint32_t *out_uid);
 
+/* 1 if a post of `name` must carry a credential (docs/PROTOCOL.md "Credentials"): a valid
+ * user.uid.N name, or a name this process's notify.conf reserves from others' posts; -1 if
+ * nobody may post it; 0 otherwise. A poster that builds its own messages sends such names through
+ * a center, which attaches one. */
+int CNotify_name_needs_credential(const char *name);
+
+/*
+ * notify.conf(5): notifyd's configuration (`reserve`, `monitor`, `set`), read by every process
+ * from $DARWIN_NOTIFY_CONF if set (a file, or a directory whose *.conf files are read in byte
+ * order), else /etc/darwin-notify/notify.conf and then /etc/darwin-notify/notify.conf.d/ *.conf.
+ * A file must be a regular file owned by root (or, from $DARWIN_NOTIFY_CONF, by this process's
+ * user) that group and others cannot write; any other is skipped, and said so. A `reserve`d name
+ * may be posted or set only by whom its mode allows (Apple's NOTIFY_ACCESS_* bits); root always.
+ */
+#define CNOTIFY_ACCESS_READ 1
+#define CNOTIFY_ACCESS_WRITE 2
+
+/* A problem found in a configuration: its file, its line (0: the whole file) and why. */
+typedef void (*CNotify_conf_report)(void *context, const char *file, unsigned line, const char *problem);
+
+/* Reads the configuration at `path` (NULL: where this process reads it) as the library does,
+ * reporting every problem (a bad line is skipped; the rest applies). *out_bad (if not NULL): how
+ * many. NULL_INPUT for a NULL report; OK otherwise, even with problems. Rules found are counted
+ * in *out_reserves, *out_monitors, *out_sets when not NULL. */
+uint32_t CNotify_conf_check(const char *path, CNotify_conf_report report, void *context, size_t *out_bad,
+                            size_t *out_reserves, size_t *out_monitors, size_t *out_sets);
+
+/* Whether `uid` (whose groups are `gids`) may post or set (CNOTIFY_ACCESS_WRITE) or observe
+ * (CNOTIFY_ACCESS_READ) `name` under this process's notify.conf and the user.uid.N rule: OK or
+ * NOT_AUTHORIZED (with the reserve that decided in CNotify_last_error). */
+uint32_t CNotify_name_access(const char *name, uint32_t uid, const uint32_t *gids, size_t ngids, int access);
+
+/* The `monitor` and `set` lines of this process's notify.conf, for the daemon that serves them:
+ * calls `each` once per line, in the files' order; kind is "monitor" (arg = the path) or "set"
+ * (value = the state). Returns how many. */
+typedef void (*CNotify_conf_line)(void *context, const char *kind, const char *name, const char *arg, uint64_t value);
+size_t CNotify_conf_lines(CNotify_conf_line each, void *context);
+
 /* Validates a namespace as the namespace observers do (D-Bus arg0namespace: dot-separated
  * elements of letters, digits, '_' and '-'): NULL_INPUT, INVALID_NAME (with a sentence in
  * CNotify_last_error) or OK. */

@@ -220,7 +220,7 @@ struct cn_bus {
     cn_bus_gate gate;
     cn_bus_watches watches;
     cn_bus_rules rules;
-    cn_map sender_uids;             /* bus_receive.c: unique name -> uid + 1 (loop thread; per connection) */
+    cn_map sender_uids;             /* bus_receive.c: unique name -> its uid and groups (loop thread; per connection) */
     cn_bus_fast_hooks fast;         /* bus_fastpath.c: set before the start, then only read */
     uint64_t fast_endpoint_rule_gen;/* bus_fastpath.c, loop thread: the connection the Endpoint rule is on */
     _Atomic int behind;             /* bus_send.c: the last send left more than CN_OUTGOING_MAX queued */

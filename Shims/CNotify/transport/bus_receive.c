@@ -9,64 +9,100 @@
  * the sender is still connected and cached per unique name for this connection only (a restarted
  * daemon hands the same unique names to others: cn_receive_forget_senders).
  */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "bus.h"
 
-static int ask_uid(DBusConnection *conn, const char *sender, uid_t *uid) {
+/* What the bus says of a sender: its uid and groups (GetConnectionCredentials), cached per
+ * unique name for this connection only. */
+typedef struct {
+    uid_t uid;
+    size_t ngids;
+    gid_t gids[CN_GROUPS_MAX];
+} cn_sender_identity;
+
+static cn_sender_identity *ask_identity(DBusConnection *conn, const char *sender) {
     DBusMessage *call = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS,
-                                                     "GetConnectionUnixUser");
-    if (!call) return 0;
-    int ok = 0;
+                                                     "GetConnectionCredentials");
+    if (!call) return NULL;
+    cn_sender_identity *id = NULL;
     if (dbus_message_append_args(call, DBUS_TYPE_STRING, &sender, DBUS_TYPE_INVALID)) {
         DBusError err;
         dbus_error_init(&err);
         /* Blocking on the loop thread: libdbus reads the socket itself meanwhile and queues what
          * else arrives. Once per sender: the answer is cached. */
         DBusMessage *reply = dbus_connection_send_with_reply_and_block(conn, call, 5000, &err);
-        dbus_uint32_t value = 0;
-        if (reply && dbus_message_get_args(reply, &err, DBUS_TYPE_UINT32, &value, DBUS_TYPE_INVALID)) {
-            *uid = (uid_t)value;
-            ok = 1;
+        DBusMessageIter it, dict;
+        int have_uid = 0;
+        cn_sender_identity got = { 0 };
+        if (reply && dbus_message_iter_init(reply, &it) && dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_ARRAY) {
+            dbus_message_iter_recurse(&it, &dict);
+            for (; dbus_message_iter_get_arg_type(&dict) == DBUS_TYPE_DICT_ENTRY; dbus_message_iter_next(&dict)) {
+                DBusMessageIter entry, variant;
+                const char *key = NULL;
+                dbus_message_iter_recurse(&dict, &entry);
+                if (dbus_message_iter_get_arg_type(&entry) != DBUS_TYPE_STRING) continue;
+                dbus_message_iter_get_basic(&entry, &key);
+                if (!dbus_message_iter_next(&entry) || dbus_message_iter_get_arg_type(&entry) != DBUS_TYPE_VARIANT) continue;
+                dbus_message_iter_recurse(&entry, &variant);
+                int type = dbus_message_iter_get_arg_type(&variant);
+                if (strcmp(key, "UnixUserID") == 0 && type == DBUS_TYPE_UINT32) {
+                    dbus_uint32_t v;
+                    dbus_message_iter_get_basic(&variant, &v);
+                    got.uid = (uid_t)v;
+                    have_uid = 1;
+                } else if (strcmp(key, "UnixGroupIDs") == 0 && type == DBUS_TYPE_ARRAY &&
+                           dbus_message_iter_get_element_type(&variant) == DBUS_TYPE_UINT32) {
+                    DBusMessageIter gids;
+                    dbus_message_iter_recurse(&variant, &gids);
+                    for (; dbus_message_iter_get_arg_type(&gids) == DBUS_TYPE_UINT32 && got.ngids < CN_GROUPS_MAX;
+                         dbus_message_iter_next(&gids)) {
+                        dbus_uint32_t g;
+                        dbus_message_iter_get_basic(&gids, &g);
+                        got.gids[got.ngids++] = (gid_t)g;
+                    }
+                }
+            }
         }
+        if (have_uid && (id = malloc(sizeof *id))) *id = got;
         if (reply) dbus_message_unref(reply);
         dbus_error_free(&err);
     }
     dbus_message_unref(call);
-    return ok;
+    return id;
 }
 
-void cn_receive_forget_senders(cn_bus *b) { cn_map_clear(&b->sender_uids, NULL); }
+void cn_receive_forget_senders(cn_bus *b) { cn_map_clear(&b->sender_uids, free); }
 
-/* Whether `sender` (no credential) may post `name` restricted to uid `owner`. */
-static int sender_is_owner(cn_bus *b, DBusConnection *conn, const char *sender, uid_t owner) {
-    if (b->sender_uids.count > CN_MAP_BOUND) cn_map_clear(&b->sender_uids, NULL); /* bounded */
+/* Whether `sender` (no credential) may post a name `g` guards. */
+static int sender_allowed(cn_bus *b, DBusConnection *conn, const char *sender, const cn_guard *g) {
+    if (b->sender_uids.count > CN_MAP_BOUND) cn_map_clear(&b->sender_uids, free); /* bounded */
     void **slot = cn_map_upsert(&b->sender_uids, sender);
     if (!slot) return 0;
-    uid_t uid;
-    if (*slot) {
-        uid = (uid_t)((uintptr_t)*slot - 1);
-    } else {
-        if (!ask_uid(conn, sender, &uid)) {
-            cn_map_remove(&b->sender_uids, sender);
-            return 0; /* unknown sender (gone already): not trusted */
-        }
-        *slot = (void *)((uintptr_t)uid + 1);
+    if (!*slot && !(*slot = ask_identity(conn, sender))) {
+        cn_map_remove(&b->sender_uids, sender);
+        return 0; /* unknown sender (gone already): not trusted */
     }
-    return uid == owner || uid == 0;
+    const cn_sender_identity *id = *slot;
+    return cn_guard_allows(g, id->uid, id->gids, id->ngids);
 }
 
 /* A credential that does not prove it is a forgery: no second chance. Closes the credential. */
 static int post_is_authentic(cn_bus *b, DBusConnection *conn, const char *sender, const cn_wire_post *post) {
     int fd = post->credential_fd;
     int authentic;
-    uid_t owner;
-    int restricted = cn_is_self_name(post->name) ? -1 : cn_restricted_uid(post->name, &owner);
+    cn_guard g;
+    int guarded = cn_is_self_name(post->name) ? -1 : cn_name_guard(post->name, &g);
     char bus_id[CN_BUS_ID_LEN + 1];
-    if (restricted == 0) authentic = 1;
-    else if (restricted < 0 || !sender) authentic = 0;
-    else if (fd >= 0) authentic = cn_link_bus_id(b, bus_id) && cn_credential_verify(fd, bus_id, sender, post->name, post->seq, owner);
-    else authentic = sender_is_owner(b, conn, sender, owner);
+    uid_t uid;
+    gid_t gid;
+    if (guarded == 0) authentic = 1;
+    else if (guarded < 0 || !sender) authentic = 0;
+    else if (fd >= 0)
+        authentic = cn_link_bus_id(b, bus_id) && cn_credential_identity(fd, bus_id, sender, post->name, post->seq, &uid, &gid) &&
+                    cn_guard_allows(&g, uid, &gid, 1);
+    else authentic = sender_allowed(b, conn, sender, &g);
     if (fd >= 0) close(fd);
     return authentic;
 }

@@ -153,6 +153,7 @@ static void accept_posters(cn_fast *f) {
             p->state = CN_P_HELLO;
             p->pid = cred.pid;
             p->uid = cred.uid;
+            p->gid = cred.gid;
             p->accepted_at = cn_now_ms();
             struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &p->io };
             if (epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0) {

@@ -198,7 +198,7 @@ void cn_peers_handle(cn_fast *f, cn_fast_fd *io) {
 /* Connects to the endpoint `token` of `unique`, checks who listens there and says HELLO; returns
  * the connected descriptor, the listener's uid and the HELLO's sync token, or -1. No lock held. */
 static int connect_peer(cn_fast *f, const char *unique, const char *token, uint64_t origin, uid_t *uid,
-                        uint64_t *token_out) {
+                        gid_t *gid, uint64_t *token_out) {
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     struct sockaddr_un sa;
@@ -224,6 +224,7 @@ static int connect_peer(cn_fast *f, const char *unique, const char *token, uint6
         || send(fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)n)
         goto fail;
     *uid = cred.uid;
+    *gid = cred.gid;
     *token_out = sync_token;
     return fd;
 fail:
@@ -268,8 +269,9 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
         pthread_mutex_unlock(&p->lock);
         if (!found) return;
         uid_t uid = 0;
+        gid_t gid = 0;
         uint64_t sync_token = 0;
-        int fd = connect_peer(f, unique, token, origin, &uid, &sync_token);
+        int fd = connect_peer(f, unique, token, origin, &uid, &gid, &sync_token);
         pthread_mutex_lock(&p->lock);
         cn_fast_peer *peer = find_locked(p, unique, NULL);
         struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
@@ -284,6 +286,7 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
             peer->unchecked = 0;
             peer->io.fd = fd;
             peer->uid = uid;
+            peer->gid = gid;
             peer->state = CN_K_READY;
             peer->retry_at = 0;
         } else {

@@ -129,8 +129,9 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
         cn_loop_wake(f->loop);
     }
     unsigned bucket = cn_fast_bucket(post->name);
-    uid_t owner = 0;
-    int restricted = cn_restricted_uid(post->name, &owner) > 0;
+    cn_guard guard; /* who may read it: a user.uid.N name N and root, a reserved one as its r bits say */
+    int guarded = cn_name_guard_cached(post->name, &guard); /* outbox.lock held: no file looked at */
+    int reserved = guarded != 0 || guard.reserved;
     unsigned char frame[CN_FAST_FRAME_MAX];
     size_t n = cn_fast_post(post->name, post->seq, frame, sizeof frame);
     pthread_mutex_lock(&p->lock);
@@ -141,8 +142,9 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
             unreached++;
             continue;
         }
-        /* user.uid.N: to N's processes (and root's) only, as no other may need it. */
-        if (restricted && peer->uid != owner && peer->uid != 0) continue;
+        /* user.uid.N: to N's processes (and root's) only, as no other may need it; a reserved
+         * name to those its mode lets observe it. */
+        if (reserved && !cn_guard_may_read(&guard, peer->uid, &peer->gid, 1)) continue;
         if (peer->behind_since && !resync_locked(f, peer)) { /* still no room: the bus copy */
             failed++;
             continue;

@@ -11,12 +11,21 @@ final class SystemLikeBus: Sendable {
     let address: String
     private let daemon: Mutex<ChildProcess>
     private let config: String
+    /// More variables every client of this bus gets (DARWIN_NOTIFY_CONF for a notify.conf).
+    private let extra: [String: String]
     static let nobody: UInt32 = 65534
     /// A third uid, for "someone else's file must not lock a writer out".
     static let third: UInt32 = 1 // "daemon": a uid dbus-daemon knows (it refuses uids with no passwd entry)
 
-    init() throws {
+    /// `notifyConf`: the text of a notify.conf(5) every client reads (root's, 0644, in the bus's
+    /// directory: `confPath`), as they would read /etc/darwin-notify/notify.conf.
+    init(notifyConf: String? = nil) throws {
         directory = try makeTemporaryDirectory("sysbus")
+        extra = notifyConf == nil ? [:] : ["DARWIN_NOTIFY_CONF": directory + "/notify.conf"]
+        if let notifyConf {
+            try notifyConf.write(toFile: directory + "/notify.conf", atomically: true, encoding: .utf8)
+            chmod(directory + "/notify.conf", 0o644)
+        }
         chmod(directory, 0o755)
         address = "unix:path=\(directory)/bus"
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -61,9 +70,11 @@ final class SystemLikeBus: Sendable {
         }
     }
 
+    var confPath: String { directory + "/notify.conf" }
+
     /// The environment of a client of this bus, root or not.
     var environment: [String: String] {
-        ["DARWIN_NOTIFY_BUS": address, "DARWIN_NOTIFY_STATE_DIR": directory + "/state"]
+        ["DARWIN_NOTIFY_BUS": address, "DARWIN_NOTIFY_STATE_DIR": directory + "/state"].merging(extra) { $1 }
     }
 
     /// Runs a product (or an absolute path) as uid/gid 65534, with no supplementary groups.

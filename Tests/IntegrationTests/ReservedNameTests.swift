@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+
+/// notify.conf(5)'s `reserve` lines (issue 34) on a system-like bus with three uids: root, nobody
+/// (65534, group 65534) and daemon (1, group 1). Every process reads the test's own notify.conf
+/// ($DARWIN_NOTIFY_CONF, root's, 0644), as they would read /etc/darwin-notify/notify.conf.
+extension IntegrationSuites {
+    @Suite("notify.conf: reserved names", .serialized, .enabled(if: geteuid() == 0, "needs root to run other uids"))
+    struct ReservedNameTests {
+        let bus: SystemLikeBus
+        let conf: String
+
+        /// Apple's two reserve lines (notify.conf.MacOSX), with group 65534 for clock_set's group
+        /// write, and one line the parser must refuse without losing the rest.
+        static let text = """
+            # the test's notify.conf
+            reserve com.apple.system. 0 0 rwr-r-
+            reserve com.apple.system.clock_set 0 65534 rwrwr-
+            reserve test.everyone. 0 0 rwrwrw
+            reserve test.badmode. 0 0 rwx---
+            """
+
+        init() throws {
+            bus = try SystemLikeBus(notifyConf: Self.text)
+            conf = bus.confPath
+        }
+
+        /// Posts `name` with dbus-send as `uid`, bypassing the library: on the name's bucket
+        /// interface and on the plain one.
+        private func forge(_ name: String, as uid: UInt32) throws {
+            for interface in [bucketInterface(name), "org.darwinnotify.Notify"] {
+                let r = try bus.runAs(uid, "/usr/bin/dbus-send", ["--bus=\(bus.address)", "--type=signal", "/org/darwinnotify",
+                                                                  "\(interface).Post", "string:\(name)", "uint64:1"])
+                #expect(r.status == 0, "dbus-send as \(uid): \(r.err)")
+            }
+        }
+
+        @Test("a reserved name is posted only by whom its mode allows: the library refuses the others, and every receiver drops their dbus-send forgeries and counts them")
+        func reservedPosts() throws {
+            let guardian = try ChildProcess("cnotify-probe", ["guard", "com.apple.system.timezone", "com.apple.system.clock_set",
+                                                              "test.everyone.x", "sentinel"],
+                                            environment: bus.environment, stdin: true)
+            defer { guardian.closeStdin(); _ = try? guardian.waitForExit() }
+            try guardian.waitForLine("ready")
+
+            // nobody may not post com.apple.system.* (rwr-r-): the library says so.
+            let refused = try bus.runAsNobody("notifyutil", ["-p", "com.apple.system.timezone"])
+            #expect(refused.status != 0 && refused.err.contains("reserved by notify.conf"), "\(refused)")
+            // daemon (uid 1, group 1) may not post clock_set (rwrwr- for group 65534).
+            let refused2 = try bus.runAs(SystemLikeBus.third, "notifyutil", ["-p", "com.apple.system.clock_set"])
+            #expect(refused2.status != 0 && refused2.err.contains("reserved by notify.conf"), "\(refused2)")
+            // Forged past the library: 2 + 2 dropped before the sentinel arrives.
+            try forge("com.apple.system.timezone", as: SystemLikeBus.nobody)
+            try forge("com.apple.system.clock_set", as: SystemLikeBus.third)
+            try repeatUntil("the observer to drop the four forged posts", action: {
+                let r = try bus.runAsRoot("notifyutil", ["-p", "sentinel"])
+                guard r.status == 0 else { throw TestFailure("notifyutil -p sentinel: \(r.err)") }
+            }, done: { guardian.lines.contains("sentinel rejected=4") })
+            #expect(!guardian.lines.contains { $0.hasPrefix("com.apple.system.") }, "\(guardian.lines)")
+
+            // The rightful posters: root for everything, nobody (group 65534) for clock_set by the
+            // group's w bit, and anyone for a reserve whose mode lets others write.
+            #expect(try bus.runAsRoot("notifyutil", ["-p", "com.apple.system.timezone"]).status == 0)
+            #expect(try bus.runAsNobody("notifyutil", ["-p", "com.apple.system.clock_set"]).status == 0)
+            #expect(try bus.runAs(SystemLikeBus.third, "notifyutil", ["-p", "test.everyone.x"]).status == 0)
+            try guardian.waitForLine("com.apple.system.timezone rejected=4")
+            try guardian.waitForLine("com.apple.system.clock_set rejected=4")
+            try guardian.waitForLine("test.everyone.x rejected=4")
+            // The receiver said the bad line with its file and number once, and applied the others.
+            try guardian.waitForStderr("\(conf):5: reserve: 'rwx---' is not a mode")
+        }
+
+        @Test("the state of a reserved name is set only by whom its mode allows; others get NOT_AUTHORIZED and the value stays")
+        func reservedState() throws {
+            func state(_ uid: UInt32, _ args: [String]) throws -> String {
+                let r = uid == 0 ? try bus.runAsRoot("cnotify-probe", ["state"] + args)
+                                 : try bus.runAs(uid, "cnotify-probe", ["state"] + args)
+                return r.out.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            let name = "com.apple.system.lowpowermode"
+            #expect(try state(0, ["set", name, "1"]) == "set \(name): OK")
+            #expect(try state(SystemLikeBus.nobody, ["set", name, "0"]).hasPrefix("set \(name): Not Authorized"))
+            #expect(try state(SystemLikeBus.nobody, ["get", name]) == "get \(name): OK 1")
+            #expect(try state(0, ["get", name]) == "get \(name): OK 1")
+        }
+
+        @Test("CNotify_conf_check reads the file as the library does: the bad line named, the rest counted")
+        func confCheck() throws {
+            let r = try run("cnotify-probe", ["conf-check", conf])
+            #expect(r.out == """
+                \(conf):5: reserve: 'rwx---' is not a mode (six of r, w or -, as rwr-r-)
+                bad=1 reserves=3 monitors=0 sets=0
+
+                """, "\(r)")
+        }
+    }
+}
