@@ -23,6 +23,7 @@ let package = Package(
         // The C core as a shared library, so plain C programs can `#include <notify.h>` and link it.
         .library(name: "CNotify", type: .dynamic, targets: ["CNotify"]),
         .executable(name: "notifyutil", targets: ["notifyutil"]),
+        .executable(name: "darwin-notifyd", targets: ["darwin-notifyd"]),
         .executable(name: "notifyutil-full", targets: ["notifyutil-full"]),
         .executable(name: "notify-bench", targets: ["notify-bench"]),
         .library(name: "Wormhole", targets: ["Wormhole"]),
@@ -116,12 +117,15 @@ let package = Package(
             linkerSettings: [.linkedLibrary("dispatch"), .linkedLibrary("BlocksRuntime")]
         ),
         .executableTarget(name: "dbus-floor", dependencies: ["CDBus"]),
+        // darwin-notifyd(8): notifyd's part that Linux lacks (notify.conf's monitor and set lines, the
+        // system's names from the kernel's event sources); C over the core, one file per source.
+        .executableTarget(name: "darwin-notifyd", dependencies: ["CNotify"], cSettings: [.define("_GNU_SOURCE")]),
         .executableTarget(name: "wormhole-probe", dependencies: ["Wormhole"]),
         .executableTarget(
             name: "notify-bench",
             // The probes and the floor are run as child processes; depending on them makes
             // `swift run notify-bench` build them too.
-            dependencies: ["DarwinNotify", "DarwinNotifyFoundation", "Wormhole", "cnotify-probe", "dbus-floor", "notifyutil", "notifyutil-full",
+            dependencies: ["DarwinNotify", "DarwinNotifyFoundation", "Wormhole", "cnotify-probe", "dbus-floor", "notifyutil", "notifyutil-full", "darwin-notifyd",
                            "wormhole-probe", "notify-bridge", .product(name: "Histogram", package: "hdrhistogram-swift")],
             // peers/peers.c is built by the benchmark itself with cc, against the peers' C libraries;
             // cli-floor/ by its run.sh (start-up floors for `cli`).

@@ -153,11 +153,12 @@ static void notice_problem(void *ctx, const char *file, unsigned line, const cha
 
 /* ---- the process's configuration ---- */
 
-/* Reads the files again if they changed (at most once a second). No lock held while reading. */
-static void refresh(void) {
+/* Reads the files again if they changed (at most once a second, unless `now`). No lock held
+ * while reading. */
+static void refresh_files(int force) {
     uint64_t now = cn_now_ms();
     pthread_mutex_lock(&policy_lock);
-    int due = !refreshing && (!loaded || now - checked_at_ms >= CN_CONF_RECHECK_MS);
+    int due = !refreshing && (!loaded || force || now - checked_at_ms >= CN_CONF_RECHECK_MS);
     if (due) refreshing = 1;
     uint64_t had = current_sig;
     int was_loaded = loaded;
@@ -183,6 +184,13 @@ static void refresh(void) {
     refreshing = 0;
     pthread_mutex_unlock(&policy_lock);
     cn_conf_free(&fresh);
+}
+
+static void refresh(void) { refresh_files(0); }
+
+void CNotify_conf_reload(void) {
+    cn_clear_error();
+    refresh_files(1);
 }
 
 int cn_policy_reserve(const char *name, cn_conf_reserve *out) {

@@ -221,6 +221,9 @@ uint32_t CNotify_name_access(const char *name, uint32_t uid, const uint32_t *gid
 /* The `monitor` and `set` lines of this process's notify.conf, for the daemon that serves them:
  * calls `each` once per line, in the files' order; kind is "monitor" (arg = the path) or "set"
  * (value = the state). Returns how many. */
+/* Reads this process's notify.conf again now, rather than within the second after a change. */
+void CNotify_conf_reload(void);
+
 typedef void (*CNotify_conf_line)(void *context, const char *kind, const char *name, const char *arg, uint64_t value);
 size_t CNotify_conf_lines(CNotify_conf_line each, void *context);
 
