@@ -21,6 +21,7 @@ VERSION     := $(shell cat VERSION)
 MAJOR       := $(word 1,$(subst ., ,$(VERSION)))
 PREFIX      ?= /usr/local
 BINDIR      ?= $(PREFIX)/bin
+SBINDIR     ?= $(PREFIX)/sbin
 LIBEXECDIR  ?= $(PREFIX)/libexec
 LIBDIR      ?= $(PREFIX)/lib
 INCLUDEDIR  ?= $(PREFIX)/include
@@ -29,6 +30,9 @@ MANDIR      ?= $(DATADIR)/man
 # systemd and tmpfiles.d look in $(PREFIX)/lib, whatever the multiarch library directory.
 UNITDIR     ?= $(PREFIX)/lib/systemd/user
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+SYSTEMUNITDIR ?= $(PREFIX)/lib/systemd/system
+# notify.conf(5) is read from /etc/darwin-notify whatever PREFIX (the library reads it there).
+CONFDIR     ?= /etc/darwin-notify
 # Where the system reads them, whatever PREFIX: dbus-daemon reads policies from /usr/share and
 # /etc only; Debian's zsh reads vendor-completions under /usr and site-functions elsewhere.
 DBUSPOLICYDIR ?= $(if $(filter /usr,$(PREFIX)),$(DATADIR)/dbus-1/system.d,/etc/dbus-1/system.d)
@@ -51,7 +55,7 @@ LIB_CFLAGS  := $(CFLAGS) -std=gnu11 -fPIC -Wall -D_GNU_SOURCE -DDARWIN_NOTIFY_VE
 SRCS := $(wildcard Shims/CNotify/*/*.c)
 OBJS := $(patsubst Shims/CNotify/%.c,$(BUILD)/obj/%.o,$(SRCS))
 HEADERS := Shims/CNotify/include/notify.h Shims/CNotify/include/notify_keys.h Shims/CNotify/include/darwin_notify.h Shims/CNotify/include/darwin_notify_distributed.h
-MANPAGES := $(wildcard man/*.1 man/*.3 man/*.7)
+MANPAGES := $(wildcard man/*.1 man/*.3 man/*.5 man/*.7 man/*.8)
 CLIS := notifyutil wormhole notify-bridge distnotify
 # The Swift executables; notifyutil itself is a C front door (Sources/notifyutil/main.c) that
 # runs posts and execs notifyutil-full, installed in LIBEXECDIR, for every other command line.
@@ -62,7 +66,7 @@ NOTIFYUTIL_FULL := $(LIBEXECDIR)/darwin-notify/notifyutil-full
 
 all: lib data $(if $(filter 1,$(WITH_CLI)),cli)
 
-lib: $(BUILD)/$(REALNAME) $(BUILD)/$(LIBNAME).a $(BUILD)/darwin-notify.pc
+lib: $(BUILD)/$(REALNAME) $(BUILD)/$(LIBNAME).a $(BUILD)/darwin-notify.pc $(BUILD)/darwin-notifyd
 
 $(BUILD)/obj/%.o: Shims/CNotify/%.c $(wildcard Shims/CNotify/*/*.h) $(HEADERS) VERSION
 	@grep -q '"$(VERSION)"' Shims/CNotify/base/version_number.h || { \
@@ -102,6 +106,7 @@ data:
 	@mkdir -p $(BUILD)/man $(BUILD)/systemd
 	for page in $(MANPAGES); do sed 's|@VERSION@|$(VERSION)|g' $$page > $(BUILD)/$$page; done
 	sed 's|@DATADIR@|$(DATADIR)|g' systemd/darwin-notify.service.in > $(BUILD)/systemd/darwin-notify.service
+	sed 's|@SBINDIR@|$(SBINDIR)|g' systemd/darwin-notifyd.service.in > $(BUILD)/systemd/darwin-notifyd.service
 	cp systemd/darwin-notify.socket systemd/user-bus.conf $(BUILD)/systemd/
 
 # The CLIs: release builds with the Swift runtime inside (no Swift toolchain needed where they
@@ -122,6 +127,12 @@ $(BUILD)/notifyutil: Sources/notifyutil/main.c Sources/notifyutil/libdbus-inside
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -D_GNU_SOURCE -DNOTIFYUTIL_FULL='"$(NOTIFYUTIL_FULL)"' $(CPPFLAGS) \
 	    -IShims/CNotify/include $(DBUS_CFLAGS) Sources/notifyutil/main.c Sources/notifyutil/libdbus-inside/no_systemd_sockets.c \
 	    $(BUILD)/$(LIBNAME).a $(DBUS_STATIC) -Wl,-z,relro -Wl,-z,now -Wl,--as-needed $(LDFLAGS) -lpthread -o $@
+
+# darwin-notifyd(8): C over the static library (libdbus shared), no Swift: built with the library.
+NOTIFYD_SRCS := $(wildcard Sources/darwin-notifyd/*.c)
+$(BUILD)/darwin-notifyd: $(NOTIFYD_SRCS) Sources/darwin-notifyd/notifyd.h $(BUILD)/$(LIBNAME).a $(HEADERS)
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -D_GNU_SOURCE $(CPPFLAGS) -IShims/CNotify/include $(DBUS_CFLAGS) $(NOTIFYD_SRCS) \
+	    $(BUILD)/$(LIBNAME).a -Wl,-z,relro -Wl,-z,now -Wl,--as-needed $(LDFLAGS) $(DBUS_LIBS) -lpthread -o $@
 
 cli: $(BUILD)/notifyutil
 	$(SWIFT_RELEASE) --product notifyutil-full
@@ -164,12 +175,18 @@ install-lib: install-check lib
 	install -m 0644 $(BUILD)/darwin-notify.pc $(DESTDIR)$(LIBDIR)/pkgconfig/darwin-notify.pc
 
 install-data: install-check data
-	$(MKDIRS) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7 \
+	$(MKDIRS) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 \
+	    $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSTEMUNITDIR) $(DESTDIR)$(CONFDIR) \
 	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(DBUSPOLICYDIR) $(DESTDIR)$(DATADIR)/darwin-notify \
 	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHDIR) $(DESTDIR)$(FISHDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(BUILD)/man/*.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 0644 $(BUILD)/man/*.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 $(BUILD)/man/*.7 $(DESTDIR)$(MANDIR)/man7/
+	install -m 0644 $(BUILD)/man/*.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 0755 $(BUILD)/darwin-notifyd $(DESTDIR)$(SBINDIR)/darwin-notifyd
+	install -m 0644 $(BUILD)/systemd/darwin-notifyd.service $(DESTDIR)$(SYSTEMUNITDIR)/darwin-notifyd.service
+	install -m 0644 packaging/notify.conf $(DESTDIR)$(CONFDIR)/notify.conf
 	install -m 0644 $(BUILD)/systemd/darwin-notify.socket $(BUILD)/systemd/darwin-notify.service $(DESTDIR)$(UNITDIR)/
 	install -m 0644 $(BUILD)/systemd/user-bus.conf $(DESTDIR)$(DATADIR)/darwin-notify/user-bus.conf
 	install -m 0644 packaging/tmpfiles.conf $(DESTDIR)$(TMPFILESDIR)/darwin-notify.conf
@@ -198,7 +215,9 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,README.md CHANGELOG.md LICENSE)
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(CLIS)) $(DESTDIR)$(NOTIFYUTIL_FULL)
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/,$(patsubst man/%.1,man1/%.1,$(filter %.1,$(MANPAGES))) \
-	    $(patsubst man/%.3,man3/%.3,$(filter %.3,$(MANPAGES))) $(patsubst man/%.7,man7/%.7,$(filter %.7,$(MANPAGES))))
+	    $(patsubst man/%.3,man3/%.3,$(filter %.3,$(MANPAGES))) $(patsubst man/%.5,man5/%.5,$(filter %.5,$(MANPAGES))) \
+	    $(patsubst man/%.7,man7/%.7,$(filter %.7,$(MANPAGES))) $(patsubst man/%.8,man8/%.8,$(filter %.8,$(MANPAGES))))
+	rm -f $(DESTDIR)$(SBINDIR)/darwin-notifyd $(DESTDIR)$(SYSTEMUNITDIR)/darwin-notifyd.service $(DESTDIR)$(CONFDIR)/notify.conf
 	rm -f $(DESTDIR)$(UNITDIR)/darwin-notify.socket $(DESTDIR)$(UNITDIR)/darwin-notify.service \
 	    $(DESTDIR)$(TMPFILESDIR)/darwin-notify.conf $(DESTDIR)$(DBUSPOLICYDIR)/org.darwinnotify.conf
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/notifyutil $(DESTDIR)$(BASHCOMPDIR)/wormhole $(DESTDIR)$(BASHCOMPDIR)/distnotify \

@@ -86,7 +86,7 @@ extension IntegrationSuites {
         func manPages() throws {
             let mandir = try staging() + "/usr/share/man"
             var pages: [String] = []
-            for section in ["man1", "man3", "man7"] {
+            for section in ["man1", "man3", "man5", "man7", "man8"] {
                 pages += try FileManager.default.contentsOfDirectory(atPath: mandir + "/" + section).map { section + "/" + $0 }
             }
             // A page for every call the headers declare (sd-bus style: one name, one page).
