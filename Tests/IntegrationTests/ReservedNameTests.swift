@@ -6,7 +6,7 @@ import Testing
 /// ($DARWIN_NOTIFY_CONF, root's, 0644), as they would read /etc/darwin-notify/notify.conf.
 extension IntegrationSuites {
     @Suite("notify.conf: reserved names", .serialized, .enabled(if: geteuid() == 0, "needs root to run other uids"))
-    struct ReservedNameTests {
+    struct ReservedNameTests: FastPathDriving {
         let bus: SystemLikeBus
         let conf: String
 
@@ -70,6 +70,40 @@ extension IntegrationSuites {
             try guardian.waitForStderr("\(conf):5: reserve: 'rwx---' is not a mode")
         }
 
+        @Test("on the fast path, the socket's uid and gid decide: nobody's forged frame of a root name is rejected, its plain one and its group's clock_set delivered directly")
+        func reservedFastPath() throws {
+            let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)
+            defer { observer.kill() }
+            try observer.waitForLine("ready")
+            for name in ["com.apple.system.timezone", "fp.plain", "com.apple.system.clock_set"] {
+                _ = try command(observer, "observe \(name)") { $0 == "observing \(name)" }
+            }
+            // Frames written by hand as nobody: the reserved one is rejected, the plain one taken.
+            let forger = try ChildProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                                                               ChildProcess.productsDirectory + "/cnotify-probe", "fp-forge", "-",
+                                                               "com.apple.system.timezone", "fp.plain"],
+                                          environment: bus.environment, stdin: true)
+            defer { forger.kill() }
+            _ = try forger.waitForLine { $0.hasPrefix("sent 2 to ") }
+            try observer.waitForLine { $0 == "got fp.plain 1" }
+            #expect(!observer.lines.contains { $0.hasPrefix("got com.apple.system.timezone") }, "\(observer.lines)")
+            let seen = try stats(observer)
+            #expect(seen["rejected"]! >= 1, "\(seen)")
+            // nobody's group (65534) may post clock_set (rwrwr-): through the library, directly.
+            let poster = try ChildProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                                                               ChildProcess.productsDirectory + "/cnotify-probe", "fp-peer"],
+                                          environment: bus.environment, stdin: true)
+            defer { poster.kill() }
+            try poster.waitForLine("ready")
+            _ = try command(poster, "post com.apple.system.clock_set 1") { $0.hasPrefix("posted com.apple.system.clock_set 1 ") }
+            try observer.waitForLine { $0 == "got com.apple.system.clock_set 1" }
+            // And refused by the library for a name its mode does not give nobody.
+            try poster.write("post com.apple.system.timezone 1\n")
+            #expect(try poster.waitForExit() == 1)
+            #expect(poster.stderr.contains("post: Not Authorized"), "\(poster.stderr)")
+            #expect(!observer.lines.contains { $0.hasPrefix("got com.apple.system.timezone") }, "\(observer.lines)")
+        }
+
         @Test("the state of a reserved name is set only by whom its mode allows; others get NOT_AUTHORIZED and the value stays")
         func reservedState() throws {
             func state(_ uid: UInt32, _ args: [String]) throws -> String {
@@ -82,6 +116,15 @@ extension IntegrationSuites {
             #expect(try state(SystemLikeBus.nobody, ["set", name, "0"]).hasPrefix("set \(name): Not Authorized"))
             #expect(try state(SystemLikeBus.nobody, ["get", name]) == "get \(name): OK 1")
             #expect(try state(0, ["get", name]) == "get \(name): OK 1")
+            // clock_set's group (65534) may set it (rwrwr-), in gid.65534; daemon (uid 1) may not.
+            let clock = "com.apple.system.clock_set"
+            #expect(try state(SystemLikeBus.nobody, ["set", clock, "5"]) == "set \(clock): OK")
+            #expect(try state(SystemLikeBus.third, ["set", clock, "6"]).hasPrefix("set \(clock): Not Authorized"))
+            #expect(try state(0, ["get", clock]) == "get \(clock): OK 5")
+            #expect(try state(0, ["set", clock, "7"]) == "set \(clock): OK")
+            #expect(try state(SystemLikeBus.nobody, ["get", clock]) == "get \(clock): OK 7")
+            #expect(try state(SystemLikeBus.nobody, ["set", clock, "8"]) == "set \(clock): OK")
+            #expect(try state(SystemLikeBus.third, ["get", clock]) == "get \(clock): OK 8")
         }
 
         @Test("CNotify_conf_check reads the file as the library does: the bad line named, the rest counted")

@@ -275,6 +275,10 @@ uint32_t cn_state_root_in_use(const char *path, cn_state_place place, char *out,
 uint32_t cn_state_plain_dir(const char *root, int shared, char *out, size_t len);
 int cn_state_find_uid_dir(const char *root, uid_t n, char *out, size_t len);
 uint32_t cn_state_make_uid_dir(const char *root, uid_t n, char *out, size_t len);
+/* The same for group G (gid.G: setgid, G's, not others' to write): the state of a name that a
+ * notify.conf reserve lets its group write. */
+int cn_state_find_gid_dir(const char *root, gid_t g, char *out, size_t len);
+uint32_t cn_state_make_gid_dir(const char *root, gid_t g, char *out, size_t len);
 int cn_state_move_aside(const char *dir, const char *path);
 int cn_state_temp_file(const char *dir, char *path, size_t len);
 

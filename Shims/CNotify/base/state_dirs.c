@@ -254,3 +254,51 @@ uint32_t cn_state_make_uid_dir(const char *root, uid_t n, char *out, size_t len)
     cn_set_error("no usable state directory for uid %u in %s", (unsigned)n, root);
     return NOTIFY_STATUS_FAILED;
 }
+
+/* ---- D/gid.G: the state of names a reserve lets group G write (notify.conf(5)) ---- */
+
+/* A gid.G directory: group G, setgid (its files are G's), writable by the group and not by
+ * others. Only G's members (and root) can give a directory group G, so only they made it, and
+ * only they can write in it. */
+static int gid_dir_usable(const struct stat *st, gid_t g) {
+    return S_ISDIR(st->st_mode) && st->st_gid == g && (st->st_mode & S_ISGID) && (st->st_mode & S_IWGRP) &&
+           !(st->st_mode & S_IWOTH);
+}
+
+static const char *gid_dir_problem(const struct stat *st, const void *gid) {
+    return gid_dir_usable(st, *(const gid_t *)gid) ? NULL : "not a setgid directory of that group writable by it only";
+}
+
+int cn_state_find_gid_dir(const char *root, gid_t g, char *out, size_t len) {
+    char base[32];
+    snprintf(base, sizeof base, "gid.%u", (unsigned)g);
+    return cn_first_usable_dir(root, base, gid_dir_problem, &g, out, len);
+}
+
+uint32_t cn_state_make_gid_dir(const char *root, gid_t g, char *out, size_t len) {
+    if (cn_state_find_gid_dir(root, g, out, len)) return NOTIFY_STATUS_OK;
+    char primary[PATH_MAX];
+    snprintf(primary, sizeof primary, "%s/gid.%u", root, (unsigned)g);
+    struct stat st;
+    if (geteuid() == 0 && lstat(primary, &st) == 0) cn_state_move_aside(root, primary); /* root may: it is taken wrongly */
+    char made[PATH_MAX];
+    int ok;
+    if (lstat(primary, &st) != 0) {
+        snprintf(made, sizeof made, "%s", primary);
+        ok = mkdir(made, 0700) == 0 || errno == EEXIST;
+    } else {
+        snprintf(made, sizeof made, "%s/gid.%u.XXXXXX", root, (unsigned)g);
+        ok = mkdtemp(made) != NULL;
+    }
+    /* Group G first (a member or root may give it), then the mode: never writable by a group
+     * that is not G. */
+    if (ok && lstat(made, &st) == 0 && st.st_uid == geteuid())
+        ok = chown(made, (uid_t)-1, g) == 0 && chmod(made, 02775) == 0;
+    if (!ok) {
+        cn_set_error("cannot make the state directory of group %u in %s: %s", (unsigned)g, root, strerror(errno));
+        return NOTIFY_STATUS_FAILED;
+    }
+    if (cn_state_find_gid_dir(root, g, out, len)) return NOTIFY_STATUS_OK;
+    cn_set_error("no usable state directory for group %u in %s", (unsigned)g, root);
+    return NOTIFY_STATUS_FAILED;
+}

@@ -108,14 +108,20 @@ static uint32_t uid_dir(CNotify_center *c, const char *root, uid_t n, int create
     return NOTIFY_STATUS_OK;
 }
 
-/* Whose state `name` is: 1 with its owner for a name only some may set (user.uid.N: N; a name
- * notify.conf reserves: the reserve's owner), kept in the owner's uid.N directory. */
-static int state_owner(const char *name, uid_t *owner) {
+/* Whose state `name` is, for a name only some may set: STATE_OF_UID with its owner (user.uid.N:
+ * N; a name notify.conf reserves: the reserve's owner), kept in the owner's uid.N directory; or
+ * STATE_OF_GROUP with the group a reserve lets write it, kept in gid.G (members and root write
+ * there; the owner through the group too). 0 for a plain name. */
+enum { STATE_OF_UID = 1, STATE_OF_GROUP = 2 };
+static int state_keeper(const char *name, uid_t *owner, gid_t *group) {
     cn_guard g;
     if (cn_name_guard(name, &g) != 1) return 0;
     *owner = g.reserve.uid;
-    return 1;
+    *group = g.reserve.gid;
+    int group_writes = !g.uid_name && (g.reserve.access & ((uint32_t)CNOTIFY_ACCESS_WRITE << CN_ACCESS_GROUP_SHIFT));
+    return group_writes ? STATE_OF_GROUP : STATE_OF_UID;
 }
+
 
 /* Where the state of `name` lives: its directory (made if `create`), and the file in it named by
  * two 64-bit hashes of the name (the name itself may exceed NAME_MAX). *found is 0 when reading a
@@ -127,8 +133,14 @@ static uint32_t state_location(CNotify_center *c, const char *name, int create, 
     if (rc != NOTIFY_STATUS_OK) return rc;
     *found = 1;
     uid_t owner;
-    if (state_owner(name, &owner)) {
+    gid_t group;
+    int keeper = state_keeper(name, &owner, &group);
+    if (keeper == STATE_OF_UID) {
         rc = uid_dir(c, root, owner, create, dir_out, dlen, found);
+        if (rc != NOTIFY_STATUS_OK) return rc;
+    } else if (keeper == STATE_OF_GROUP) {
+        if (create) rc = cn_state_make_gid_dir(root, group, dir_out, dlen);
+        else *found = cn_state_find_gid_dir(root, group, dir_out, dlen);
         if (rc != NOTIFY_STATUS_OK) return rc;
     }
     char file[33];
@@ -145,7 +157,12 @@ static int file_trusted(int fd, const char *name, int for_writing) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) return 0;
     uid_t owner;
-    if (state_owner(name, &owner)) return st.st_uid == owner || st.st_uid == 0;
+    gid_t group;
+    int keeper = state_keeper(name, &owner, &group);
+    if (keeper == STATE_OF_UID) return st.st_uid == owner || st.st_uid == 0;
+    /* In gid.G only G's members and root can have made it; others must not be able to write it. */
+    if (keeper == STATE_OF_GROUP)
+        return st.st_gid == group && !(st.st_mode & S_IWOTH) && (!for_writing || (st.st_mode & 0660) == 0660);
     return !for_writing || (st.st_mode & 0666) == 0666;
 }
 
@@ -236,8 +253,9 @@ uint32_t cn_state_get(CNotify_center *c, const char *name, uint64_t *out) {
  * written, otherwise a new file renamed over it. */
 static uint32_t write_value(const char *dir, const char *path, const char *name, uint64_t value, int restricted) {
     uid_t owner = 0;
-    if (restricted) state_owner(name, &owner);
-    mode_t mode = restricted ? 0644 : 0666;
+    gid_t group = 0;
+    int keeper = restricted ? state_keeper(name, &owner, &group) : 0;
+    mode_t mode = keeper == STATE_OF_GROUP ? 0664 : restricted ? 0644 : 0666;
     /* The common case: the file is there and ours to write: one pwrite of the value, which a
      * reader sees whole (old or new). */
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -258,7 +276,7 @@ static uint32_t write_value(const char *dir, const char *path, const char *name,
         close(fd);
     }
     /* Absent, or not one we may write in place: a new file renamed over it. */
-    uid_t chown_to = restricted && geteuid() != owner ? owner : (uid_t)-1;
+    uid_t chown_to = keeper == STATE_OF_UID && geteuid() != owner ? owner : (uid_t)-1;
     return replace_file(dir, path, name, value, mode, chown_to);
 }
 
