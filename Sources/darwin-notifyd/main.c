@@ -5,16 +5,14 @@
  * them genuine reserved posts; `--bus` runs it in the foreground on any bus (tests, a single
  * user). darwin-notifyd(8).
  *
- * One thread, one epoll set: each polled file carries its own callback (notifyd.h).
+ * One thread, one epoll set (loop.c): each polled file carries its own callback (notifyd.h).
  */
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -22,27 +20,8 @@
 #include <unistd.h>
 #include "notifyd.h"
 
-static int epoll_fd = -1;
 static nd_file signal_file, conf_file;
 static int stopping;
-
-void nd_say(const char *fmt, ...) {
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "darwin-notifyd: %s\n", line);
-}
-
-int nd_watch(nd_file *file, int pri) {
-    struct epoll_event ev = { .events = pri ? (EPOLLPRI | EPOLLERR) : EPOLLIN, .data.ptr = file };
-    if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, file->fd, &ev) == 0) return 0;
-    nd_say("epoll: %s", strerror(errno));
-    return -1;
-}
-
-void nd_unwatch(nd_file *file) { epoll_ctl(epoll_fd, EPOLL_CTL_DEL, file->fd, NULL); }
 
 /* ---- notify.conf ---- */
 
@@ -213,9 +192,8 @@ int main(int argc, char **argv) {
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigprocmask(SIG_BLOCK, &mask, NULL);
-    epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (epoll_fd < 0 || sfd < 0) { nd_say("epoll or signalfd: %s", strerror(errno)); return 1; }
+    if (nd_loop_init() != 0 || sfd < 0) { nd_say("epoll or signalfd: %s", strerror(errno)); return 1; }
     signal_file = (nd_file){ sfd, signal_ready };
     nd_watch(&signal_file, 0);
 
@@ -234,15 +212,7 @@ int main(int argc, char **argv) {
     *(nd_disk_start((int)interval, (unsigned)free_system, (unsigned)free_user) == 0 ? &started : &failed) += 1;
     nd_say("ready: %d event sources running, %d not (said above)", started, failed);
     tell_systemd();
-    while (!stopping) {
-        struct epoll_event evs[16];
-        int n = epoll_wait(epoll_fd, evs, 16, -1);
-        if (n < 0 && errno != EINTR) { nd_say("epoll_wait: %s", strerror(errno)); break; }
-        for (int i = 0; i < n; i++) {
-            nd_file *f = evs[i].data.ptr;
-            f->ready(f, evs[i].events);
-        }
-    }
+    while (!stopping && nd_loop_once() == 0) {}
     nd_say("stopping");
     CNotify_center_flush(center, 5000);
     if (bus) CNotify_center_destroy(center);

@@ -1,8 +1,11 @@
 /*
  * notifyd.h: darwin-notifyd's parts. The daemon is one thread around one epoll set; each file it
  * polls carries its own callback (as dbus-broker's dispatch.h), and each event source is one file:
- *   main.c      options, the loop, reloading notify.conf (SIGHUP, or its files changing)
+ * in floors, each calling only those below it:
+ *   main.c      options, reloading notify.conf (SIGHUP, or its files changing), starting the sources
+ *   clock.c .. paths.c (below), the sources, each on its own
  *   post.c      posting a name (and setting its state) through a center, and saying so
+ *   loop.c      the epoll set, each file's callback, saying things on stderr
  *   clock.c     com.apple.system.clock_set: timerfd with TFD_TIMER_CANCEL_ON_SET
  *   paths.c     `monitor` lines (and so com.apple.system.timezone): notifyd's pathwatch, by inotify
  *   hostname.c  com.apple.system.hostname: /proc/sys/kernel/hostname, which polls on a change
@@ -25,9 +28,11 @@ struct nd_file {
     nd_ready_fn ready;
 };
 
-/* main.c: adds `file` to the loop (EPOLLIN, or EPOLLPRI|EPOLLERR when `pri`); 0 on success. */
+/* loop.c: adds `file` to the loop (EPOLLIN, or EPOLLPRI|EPOLLERR when `pri`); 0 on success. */
 int nd_watch(nd_file *file, int pri);
-void nd_unwatch(nd_file *file);
+int nd_loop_init(void);
+/* Waits for ready files and runs their callbacks; -1 if the loop cannot go on. */
+int nd_loop_once(void);
 /* Says a line on stderr (the journal under systemd), prefixed with the daemon's name. */
 void nd_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
