@@ -482,6 +482,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "state")) return cmd_state(argc, argv);
     if (!strcmp(cmd, "guard")) return cmd_guard(argc, argv);
     if (!strcmp(cmd, "conf-check")) return cmd_conf_check(argc, argv);
+    if (!strcmp(cmd, "access")) return cmd_access(argc, argv);
     if (!strcmp(cmd, "reuse")) return cmd_reuse(argc, argv);
     if (!strcmp(cmd, "stats")) return cmd_stats(argc, argv);
     if (!strcmp(cmd, "count")) return cmd_count(argc, argv);

@@ -49,6 +49,7 @@ int cmd_self(int argc, char **argv);
 int cmd_state(int argc, char **argv);
 int cmd_guard(int argc, char **argv);
 int cmd_conf_check(int argc, char **argv);
+int cmd_access(int argc, char **argv);
 int cmd_reuse(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_count(int argc, char **argv);

@@ -331,3 +331,13 @@ int cmd_conf_check(int argc, char **argv) {
     line("bad=%zu reserves=%zu monitors=%zu sets=%zu", bad, reserves, monitors, sets);
     return 0;
 }
+
+/* access NAME UID GID r|w: CNotify_name_access's answer under this process's notify.conf. */
+int cmd_access(int argc, char **argv) {
+    if (argc != 4) return fail("usage: access NAME UID GID r|w", NOTIFY_STATUS_INVALID_REQUEST);
+    uint32_t gid = (uint32_t)strtoul(argv[2], NULL, 10);
+    uint32_t st = CNotify_name_access(argv[0], (uint32_t)strtoul(argv[1], NULL, 10), &gid, 1,
+                                      argv[3][0] == 'w' ? CNOTIFY_ACCESS_WRITE : CNOTIFY_ACCESS_READ);
+    line("%s", CNotify_status_string(st));
+    return 0;
+}

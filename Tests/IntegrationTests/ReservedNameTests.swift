@@ -18,6 +18,7 @@ extension IntegrationSuites {
             reserve com.apple.system.clock_set 0 65534 rwrwr-
             reserve test.everyone. 0 0 rwrwrw
             reserve test.badmode. 0 0 rwx---
+            reserve test.secret. 0 0 rw----
             """
 
         init() throws {
@@ -104,6 +105,14 @@ extension IntegrationSuites {
             #expect(!observer.lines.contains { $0.hasPrefix("got com.apple.system.timezone") }, "\(observer.lines)")
         }
 
+        @Test("a registration of a name whose r bits leave a user out is NOT_AUTHORIZED, as notifyd answers it")
+        func reservedRead() throws {
+            let refused = try bus.runAsNobody("notifyutil", ["-w", "test.secret.x"])
+            #expect(refused.status != 0 && refused.err.contains("may not observe"), "\(refused)")
+            let probe = try bus.runAsNobody("cnotify-probe", ["state", "get", "com.apple.system.lowpowermode"])
+            #expect(probe.status == 0, "reading a state is not observing: \(probe)")
+        }
+
         @Test("the state of a reserved name is set only by whom its mode allows; others get NOT_AUTHORIZED and the value stays")
         func reservedState() throws {
             func state(_ uid: UInt32, _ args: [String]) throws -> String {
@@ -127,12 +136,37 @@ extension IntegrationSuites {
             #expect(try state(SystemLikeBus.third, ["get", clock]) == "get \(clock): OK 8")
         }
 
+        /// notifyd's _internal_check_access, case by case (docs/PROTOCOL.md "Reserved names").
+        static let vectors: [(name: String, uid: UInt32, gid: UInt32, access: String, answer: String)] = [
+            ("com.apple.system.timezone", 0, 0, "w", "OK"),                 // root may do anything
+            ("com.apple.system.timezone", 65534, 65534, "w", "Not Authorized"),
+            ("com.apple.system.timezone", 65534, 65534, "r", "OK"),         // r for others
+            ("com.apple.system.clock_set", 65534, 65534, "w", "OK"),        // the deepest reserve: group w
+            ("com.apple.system.clock_set", 1, 1, "w", "Not Authorized"),
+            ("com.apple.system.clock_setting", 65534, 65534, "w", "OK"),    // a byte prefix, as notifyd
+            ("com.apple.systemd", 65534, 65534, "w", "OK"),                 // not under "com.apple.system."
+            ("test.everyone.x", 1, 1, "w", "OK"),
+            ("test.secret.x", 1, 1, "r", "Not Authorized"),
+            ("test.badmode.x", 1, 1, "w", "OK"),                            // its line was skipped
+            ("user.uid.65534.x", 65534, 0, "w", "OK"),
+            ("user.uid.65534.x", 1, 65534, "w", "Not Authorized"),
+            ("plain.name", 1, 1, "w", "OK"),
+        ]
+
+        @Test("CNotify_name_access answers as notifyd's access check, vector by vector")
+        func accessVectors() throws {
+            for v in Self.vectors {
+                let r = try run("cnotify-probe", ["access", v.name, String(v.uid), String(v.gid), v.access], environment: bus.environment)
+                #expect(r.out == v.answer + "\n", "\(v): \(r)")
+            }
+        }
+
         @Test("CNotify_conf_check reads the file as the library does: the bad line named, the rest counted")
         func confCheck() throws {
             let r = try run("cnotify-probe", ["conf-check", conf])
             #expect(r.out == """
                 \(conf):5: reserve: 'rwx---' is not a mode (six of r, w or -, as rwr-r-)
-                bad=1 reserves=3 monitors=0 sets=0
+                bad=1 reserves=4 monitors=0 sets=0
 
                 """, "\(r)")
         }

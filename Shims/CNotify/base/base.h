@@ -156,6 +156,10 @@ int cn_restricted_uid(const char *name, uid_t *uid);
  * *restricted (if not NULL) tells whether a post of `name` must prove who sent it (a valid
  * user.uid.N name, or a name notify.conf reserves from others' posts). */
 uint32_t cn_may_write(const char *name, int *restricted);
+/* NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) if a notify.conf reserve's `r` bits do not let this
+ * process observe `name`: what notify(3)'s registrations answer, as notifyd's. (A post is a
+ * broadcast: this is a courtesy to the caller, not a secret kept; docs/PROTOCOL.md.) */
+uint32_t cn_may_read(const char *name);
 #define CN_GROUPS_MAX 64 /* groups of a poster looked at (its primary group first) */
 
 /* notify_conf.c: notify.conf(5) parsed (pure: no file is opened). Apple's access bits

@@ -132,6 +132,20 @@ int CNotify_name_needs_credential(const char *name) {
     return cn_name_guard(name, &g);
 }
 
+uint32_t cn_may_read(const char *name) {
+    cn_guard g;
+    cn_name_guard(name, &g);
+    if (!g.reserved) return NOTIFY_STATUS_OK; /* user.uid.N: observed by anyone, as before */
+    gid_t gids[CN_GROUPS_MAX];
+    size_t ngids = my_groups(gids, CN_GROUPS_MAX);
+    uid_t me = geteuid();
+    if (cn_guard_may_read(&g, me, gids, ngids)) return NOTIFY_STATUS_OK;
+    cn_set_error("%s is reserved by notify.conf for uid %u and gid %u (mode %03x): this process (uid %u) may not "
+                 "observe it", name, (unsigned)g.reserve.uid, (unsigned)g.reserve.gid, (unsigned)g.reserve.access,
+                 (unsigned)me);
+    return NOTIFY_STATUS_NOT_AUTHORIZED;
+}
+
 uint32_t cn_may_write(const char *name, int *out_restricted) {
     cn_guard g;
     int kind = cn_name_guard(name, &g);
