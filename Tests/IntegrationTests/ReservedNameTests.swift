@@ -71,7 +71,7 @@ extension IntegrationSuites {
             try guardian.waitForStderr("\(conf):5: reserve: 'rwx---' is not a mode")
         }
 
-        @Test("on the fast path, the socket's uid and gid decide: nobody's forged frame of a root name is rejected, its plain one and its group's clock_set delivered directly")
+        @Test("on the fast path, the socket's uid and gid decide: nobody's forged frame of a root name is rejected, its plain one delivered directly, its group's clock_set delivered")
         func reservedFastPath() throws {
             let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)
             defer { observer.kill() }

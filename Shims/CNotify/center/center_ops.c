@@ -22,6 +22,8 @@ uint32_t cn_center_add(CNotify_center *c, cn_entry *e, uint64_t *out_id) {
     snprintf(key, sizeof key, "%s", e->name); /* e is the registry's once added */
     int self_only = cn_is_self_key(key, is_namespace); /* delivered in the process: no transport */
     uint32_t st = cn_fork_check();
+    /* notifyd's READ check of a registration (a namespace is not checked: its names are many). */
+    if (st == NOTIFY_STATUS_OK && !self_only && !is_namespace) st = cn_may_read(key);
     if (st == NOTIFY_STATUS_OK && !self_only) st = cn_center_start(c);
     if (st != NOTIFY_STATUS_OK) {
         free(e->name);

@@ -49,7 +49,7 @@ static int seen_before(cn_fast_poster *p, const char *name, uint64_t seq) {
 
 static void post_frame(cn_fast *f, cn_fast_poster *p, const cn_fast_frame *fr) {
     cn_guard g;
-    int guarded = cn_is_self_name(fr->name) ? -1 : cn_name_guard_cached(fr->name, &g);
+    int guarded = cn_is_self_name(fr->name) ? -1 : cn_name_guard(fr->name, &g); /* loop thread, no lock held */
     if (guarded < 0 || (guarded > 0 && !cn_guard_allows(&g, p->uid, &p->gid, 1))) {
         f->up.post_rejected(f->up.ctx); /* the kernel's uid (or group) may not post it: a forgery */
         return;
