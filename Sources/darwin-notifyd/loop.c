@@ -30,6 +30,8 @@ int nd_watch(nd_file *file, int pri) {
 }
 
 
+void nd_unwatch(nd_file *file) { epoll_ctl(epoll_fd, EPOLL_CTL_DEL, file->fd, NULL); }
+
 int nd_loop_init(void) {
     epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     return epoll_fd < 0 ? -1 : 0;

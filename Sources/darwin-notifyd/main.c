@@ -140,7 +140,7 @@ static void tell_systemd(void) {
 
 static void usage(FILE *to) {
     fprintf(to,
-            "usage: darwin-notifyd [--bus ADDRESS] [--network-settle MS] [--disk-interval MS]\n"
+            "usage: darwin-notifyd [--bus ADDRESS] [--system-bus ADDRESS] [--network-settle MS] [--disk-interval MS]\n"
             "                      [--disk-free PERCENT] [--disk-free-system PERCENT]\n"
             "       darwin-notifyd --check-config [PATH]\n"
             "       darwin-notifyd --help | --version\n"
@@ -160,7 +160,7 @@ static int number(const char *s, long min, long max, long *out) {
 }
 
 int main(int argc, char **argv) {
-    const char *bus = NULL;
+    const char *bus = NULL, *system_bus = NULL;
     long settle = 200, interval = 60000, free_user = 5, free_system = 5;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -177,6 +177,7 @@ int main(int argc, char **argv) {
                        : strcmp(a, "--disk-free") == 0 ? &free_user
                        : strcmp(a, "--disk-free-system") == 0 ? &free_system : NULL;
         if (strcmp(a, "--bus") == 0 && v && *v) { bus = v; i++; continue; }
+        if (strcmp(a, "--system-bus") == 0 && v && *v) { system_bus = v; i++; continue; }
         if (target && v && number(v, target == &settle ? 0 : target == &interval ? 10 : 0,
                                   target == &settle ? 60000 : target == &interval ? 86400000 : 100, target)) {
             i++;
@@ -210,6 +211,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof starts / sizeof *starts; i++) *(starts[i]() == 0 ? &started : &failed) += 1;
     *(nd_network_start((int)settle) == 0 ? &started : &failed) += 1;
     *(nd_disk_start((int)interval, (unsigned)free_system, (unsigned)free_user) == 0 ? &started : &failed) += 1;
+    *(nd_services_start(system_bus) == 0 ? &started : &failed) += 1;
     nd_say("ready: %d event sources running, %d not (said above)", started, failed);
     tell_systemd();
     while (!stopping && nd_loop_once() == 0) {}

@@ -12,6 +12,7 @@
  *   network.c   com.apple.system.config.network_change: rtnetlink, a burst posted once
  *   mounts.c    com.apple.system.kernel.mount/.unmount/.mountupdate: /proc/self/mountinfo
  *   disk.c      com.apple.system.lowdiskspace(.system/.user): statvfs against thresholds
+ *   services.c  the same names from systemd-hostnamed and systemd-timedated (the system bus)
  */
 #ifndef DARWIN_NOTIFYD_H
 #define DARWIN_NOTIFYD_H
@@ -30,6 +31,7 @@ struct nd_file {
 
 /* loop.c: adds `file` to the loop (EPOLLIN, or EPOLLPRI|EPOLLERR when `pri`); 0 on success. */
 int nd_watch(nd_file *file, int pri);
+void nd_unwatch(nd_file *file);
 int nd_loop_init(void);
 /* Waits for ready files and runs their callbacks; -1 if the loop cannot go on. */
 int nd_loop_once(void);
@@ -47,6 +49,9 @@ int nd_hostname_start(void);
 int nd_network_start(int settle_ms);
 int nd_mounts_start(void);
 int nd_disk_start(int interval_ms, unsigned percent_free, unsigned percent_free_user);
+/* services.c: hostnamed's and timedated's PropertiesChanged on the system bus (`address`, NULL:
+ * the system bus). */
+int nd_services_start(const char *address);
 /* paths.c: the watched paths are replaced by these (the `monitor` lines); called again on reload. */
 void nd_paths_set(size_t n, const char *const *names, const char *const *paths);
 int nd_paths_start(void);

@@ -146,5 +146,56 @@ extension IntegrationSuites {
             try waitFor("nd.test.second", in: watching)
             try waitFor("nd.test.first", in: watching, count: 2)
         }
+
+        @Test("a single user's daemon and observer meet on the bus their processes use by default (here the embedded one), with no --bus")
+        func singleUserDefaultBus() throws {
+            let runtime = try makeTemporaryDirectory("nd-runtime")
+            chmod(runtime, 0o700)
+            let watched = dir + "/user-watched"
+            let conf = try writeConf("monitor nd.test.user \(watched)\n")
+            let env = ["XDG_RUNTIME_DIR": runtime, "DARWIN_NOTIFY_BUS": "embedded", "DARWIN_NOTIFY_STATE_DIR": "",
+                       "DARWIN_NOTIFY_CONF": conf]
+            defer {
+                _ = try? run("notifyutil", ["--bus-stop"], environment: env)
+                try? FileManager.default.removeItem(atPath: runtime)
+            }
+            let daemon = try ChildProcess("darwin-notifyd", [], environment: env)
+            defer { daemon.kill() }
+            try daemon.waitForStderr("ready:")
+            let observer = try ChildProcess("notifyutil", ["-w", "nd.test.user", "-w", "nd.test.user.sentinel"], environment: env)
+            defer { observer.kill() }
+            try repeatUntil("the observer to see its sentinel", action: {
+                _ = try run("notifyutil", ["-p", "nd.test.user.sentinel"], environment: env)
+            }, done: { observer.lines.contains("nd.test.user.sentinel") })
+            try "x".write(toFile: watched, atomically: false, encoding: .utf8)
+            try repeatUntil("the daemon's post on the embedded bus", action: {}, done: { observer.lines.contains("nd.test.user") })
+        }
+
+        @Test("systemd-hostnamed's and timedated's changes are posted, and the same signal forged by a connection that does not own the service's name is not")
+        func systemdServices() throws {
+            let conf = try writeConf("reserve com.apple.system. 0 0 rwr-r-\n")
+            let env = bus.environment.merging(["DARWIN_NOTIFY_CONF": conf]) { $1 }
+            let daemon = try ChildProcess("darwin-notifyd", ["--bus", bus.address, "--system-bus", bus.address], environment: env)
+            defer { daemon.kill() }
+            try daemon.waitForStderr("ready:")
+            let watching = try observers(["com.apple.system.hostname", "com.apple.system.timezone"], conf: conf)
+            defer { for o in watching { o.kill() } }
+            let script = InstallTests.root + "/Tests/Fixtures/fake_systemd_service.py"
+            for (service, path, key, name) in [("org.freedesktop.hostname1", "/org/freedesktop/hostname1", "StaticHostname", "com.apple.system.hostname"),
+                                               ("org.freedesktop.timedate1", "/org/freedesktop/timedate1", "Timezone", "com.apple.system.timezone")] {
+                // Forged first, by a connection that does not own the name: the bus does not pass it on.
+                let forged = try run("/usr/bin/python3", [script, bus.address, "forge", service, path, key, "forged"])
+                #expect(forged.out == "forged\n", "\(forged)")
+                let owner = try ChildProcess("/usr/bin/python3", [script, bus.address, "own", service, path, key, "real"], stdin: true)
+                defer { owner.kill() }
+                try owner.waitForLine("ready")
+                try owner.write("emit\n")
+                try owner.waitForLine("emitted 1")
+                try waitFor(name, in: watching)
+                #expect(daemon.stderr.components(separatedBy: "posted \(name) (systemd-").count == 2, "\(daemon.stderr)")
+                owner.closeStdin()
+                _ = try owner.waitForExit()
+            }
+        }
     }
 }

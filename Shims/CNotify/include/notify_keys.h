@@ -32,7 +32,8 @@
 #define kNotifyVFSLowDiskSpaceOtherFS "com.apple.system.lowdiskspace.user"
 
 /* System configuration. darwin-notifyd posts the host name when the kernel's changes
- * (sethostname: hostnamectl, hostname(1)), and the network configuration when a link, an address
+ * (sethostname: hostnamectl, hostname(1)) or systemd-hostnamed's static or pretty name does, and
+ * the network configuration when a link, an address
  * or a route changes (rtnetlink; a burst of changes is posted once). */
 #define kNotifySCHostNameChange "com.apple.system.hostname"
 #define kNotifySCNetworkChange "com.apple.system.config.network_change"
@@ -43,7 +44,8 @@
 
 /* The system's time zone changed. darwin-notifyd posts it for the shipped notify.conf's
  * `monitor com.apple.system.timezone /etc/localtime`, as notifyd does: when the link is replaced
- * (timedatectl set-timezone) or the file changes. */
+ * (timedatectl set-timezone) or the file changes; and when systemd-timedated says its Timezone
+ * changed. */
 #define kNotifyTimeZoneChange "com.apple.system.timezone"
 
 /* A process set the system clock. darwin-notifyd posts it when CLOCK_REALTIME is set
