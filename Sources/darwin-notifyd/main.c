@@ -72,7 +72,7 @@ static void load_conf(const char *why) {
 
 /* The directories notify.conf's files live in, watched for a change of one of them: `conf_leaf`
  * (the file's own name) in its directory, or a *.conf in a .d directory (`conf_d_wd`). */
-static char conf_leaf[256];
+static char conf_leaf[4096];
 static int conf_d_wd = -1;
 
 static int is_conf_event(const struct inotify_event *e) {
