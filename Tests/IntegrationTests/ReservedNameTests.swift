@@ -169,6 +169,23 @@ extension IntegrationSuites {
                 bad=1 reserves=4 monitors=0 sets=0
 
                 """, "\(r)")
+            // Files that must not be believed are skipped whole, and said so.
+            let dir = bus.directory
+            try FileManager.default.createSymbolicLink(atPath: dir + "/link.conf", withDestinationPath: conf)
+            try "reserve a. 0 0 rw----\n".write(toFile: dir + "/group-writable.conf", atomically: true, encoding: .utf8)
+            chmod(dir + "/group-writable.conf", 0o664)
+            try "reserve b. 0 0 rw----\n".write(toFile: dir + "/nobodys.conf", atomically: true, encoding: .utf8)
+            chmod(dir + "/nobodys.conf", 0o644)
+            chown(dir + "/nobodys.conf", SystemLikeBus.nobody, SystemLikeBus.nobody)
+            try String(repeating: "# padding\n", count: 110_000).write(toFile: dir + "/big.conf", atomically: true, encoding: .utf8)
+            chmod(dir + "/big.conf", 0o644)
+            for (file, why) in [("link.conf", "it is a symbolic link"), ("group-writable.conf", "may be written by group or others: ignored"),
+                                ("nobodys.conf", "is owned by uid 65534, not root: ignored"), ("big.conf", "is over 1 MiB: ignored"),
+                                ("missing.conf", "cannot be opened: No such file or directory")] {
+                let checked = try run("cnotify-probe", ["conf-check", dir + "/" + file])
+                #expect(checked.out.hasPrefix("\(dir)/\(file) ") && checked.out.contains(why) && checked.out.hasSuffix("bad=1 reserves=0 monitors=0 sets=0\n"),
+                        "\(file): \(checked)")
+            }
         }
     }
 }
