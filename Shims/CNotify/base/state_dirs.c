@@ -210,7 +210,50 @@ uint32_t cn_state_plain_dir(const char *root, int shared, char *out, size_t len)
     return NOTIFY_STATUS_FAILED;
 }
 
-/* ---- D/uid.N ---- */
+/* ---- D/uid.N and D/gid.G: one way to find or make a directory only its owners can write ---- */
+
+/* Who a per-owner directory is for: its base name (uid.N, gid.G), what makes one usable, how a
+ * fresh one is given to its owner, and the owner's words for errors ("uid 1000"). */
+typedef struct {
+    char base[32];
+    cn_dir_problem_fn problem;
+    const void *arg;
+    mode_t initial;           /* mkdir's mode, before fix: never more open than the final one */
+    int (*fix)(const char *made, const void *arg); /* 0 on success */
+    char who[32];
+} cn_owned_dir;
+
+static int find_owned(const char *root, const cn_owned_dir *d, char *out, size_t len) {
+    return cn_first_usable_dir(root, d->base, d->problem, d->arg, out, len);
+}
+
+/* The first usable one, or a new one: `base` when it is free (root first moves a wrong one
+ * aside), else `base`.XXXXXX (mkdtemp: nobody can take the name in advance). */
+static uint32_t make_owned(const char *root, const cn_owned_dir *d, char *out, size_t len) {
+    if (find_owned(root, d, out, len)) return NOTIFY_STATUS_OK;
+    char primary[PATH_MAX];
+    snprintf(primary, sizeof primary, "%s/%s", root, d->base);
+    struct stat st;
+    if (geteuid() == 0 && lstat(primary, &st) == 0) cn_state_move_aside(root, primary); /* root may: it is taken wrongly */
+    char made[PATH_MAX];
+    int ok;
+    if (lstat(primary, &st) != 0) { /* free: take it */
+        snprintf(made, sizeof made, "%s", primary);
+        ok = mkdir(made, d->initial) == 0 || errno == EEXIST;
+    } else { /* someone else holds it and we may not move it: a name of our own beside it */
+        snprintf(made, sizeof made, "%s/%s.XXXXXX", root, d->base);
+        ok = mkdtemp(made) != NULL;
+    }
+    if (ok && lstat(made, &st) == 0 && st.st_uid == geteuid()) ok = d->fix(made, d->arg) == 0;
+    if (!ok) {
+        cn_set_error("cannot make the state directory of %s in %s: %s", d->who, root, strerror(errno));
+        return NOTIFY_STATUS_FAILED;
+    }
+    /* Another process may have made one at the same moment: all agree on the first. */
+    if (find_owned(root, d, out, len)) return NOTIFY_STATUS_OK;
+    cn_set_error("no usable state directory for %s in %s", d->who, root);
+    return NOTIFY_STATUS_FAILED;
+}
 
 /* A uid.N directory that only N and root can write in. */
 static int uid_dir_usable(const struct stat *st, uid_t n) {
@@ -221,45 +264,31 @@ static const char *uid_dir_problem(const struct stat *st, const void *uid) {
     return uid_dir_usable(st, *(const uid_t *)uid) ? NULL : "not a directory of that uid writable by it only";
 }
 
+static int uid_dir_fix(const char *made, const void *uid) {
+    uid_t n = *(const uid_t *)uid;
+    return chmod(made, 0755) != 0 || (geteuid() != n && chown(made, n, (gid_t)-1) != 0) ? -1 : 0;
+}
+
+static cn_owned_dir uid_dir_of(const uid_t *n) {
+    cn_owned_dir d = { .problem = uid_dir_problem, .arg = n, .initial = 0755, .fix = uid_dir_fix };
+    snprintf(d.base, sizeof d.base, "uid.%u", (unsigned)*n);
+    snprintf(d.who, sizeof d.who, "uid %u", (unsigned)*n);
+    return d;
+}
+
 int cn_state_find_uid_dir(const char *root, uid_t n, char *out, size_t len) {
-    char base[32];
-    snprintf(base, sizeof base, "uid.%u", (unsigned)n);
-    return cn_first_usable_dir(root, base, uid_dir_problem, &n, out, len);
+    cn_owned_dir d = uid_dir_of(&n);
+    return find_owned(root, &d, out, len);
 }
 
 uint32_t cn_state_make_uid_dir(const char *root, uid_t n, char *out, size_t len) {
-    if (cn_state_find_uid_dir(root, n, out, len)) return NOTIFY_STATUS_OK;
-    char primary[PATH_MAX];
-    snprintf(primary, sizeof primary, "%s/uid.%u", root, (unsigned)n);
-    struct stat st;
-    if (geteuid() == 0 && lstat(primary, &st) == 0) cn_state_move_aside(root, primary); /* root may: it is taken wrongly */
-    char made[PATH_MAX];
-    int ok;
-    if (lstat(primary, &st) != 0) { /* free: take it */
-        snprintf(made, sizeof made, "%s", primary);
-        ok = mkdir(made, 0755) == 0 || errno == EEXIST;
-    } else { /* someone else holds uid.N and we may not move it: a name of our own beside it */
-        snprintf(made, sizeof made, "%s/uid.%u.XXXXXX", root, (unsigned)n);
-        ok = mkdtemp(made) != NULL;
-    }
-    if (ok && lstat(made, &st) == 0 && st.st_uid == geteuid()) {
-        if (chmod(made, 0755) != 0 || (geteuid() != n && chown(made, n, (gid_t)-1) != 0)) ok = 0;
-    }
-    if (!ok) {
-        cn_set_error("cannot make the state directory of uid %u in %s: %s", (unsigned)n, root, strerror(errno));
-        return NOTIFY_STATUS_FAILED;
-    }
-    /* Another process of N may have made one at the same moment: all agree on the first. */
-    if (cn_state_find_uid_dir(root, n, out, len)) return NOTIFY_STATUS_OK;
-    cn_set_error("no usable state directory for uid %u in %s", (unsigned)n, root);
-    return NOTIFY_STATUS_FAILED;
+    cn_owned_dir d = uid_dir_of(&n);
+    return make_owned(root, &d, out, len);
 }
 
-/* ---- D/gid.G: the state of names a reserve lets group G write (notify.conf(5)) ---- */
-
-/* A gid.G directory: group G, setgid (its files are G's), writable by the group and not by
- * others. Only G's members (and root) can give a directory group G, so only they made it, and
- * only they can write in it. */
+/* A gid.G directory (the state of names a notify.conf reserve lets group G write): group G,
+ * setgid (its files are G's), writable by the group and not by others. Only G's members (and
+ * root) can give a directory group G, so only they made it, and only they can write in it. */
 static int gid_dir_usable(const struct stat *st, gid_t g) {
     return S_ISDIR(st->st_mode) && st->st_gid == g && (st->st_mode & S_ISGID) && (st->st_mode & S_IWGRP) &&
            !(st->st_mode & S_IWOTH);
@@ -269,36 +298,25 @@ static const char *gid_dir_problem(const struct stat *st, const void *gid) {
     return gid_dir_usable(st, *(const gid_t *)gid) ? NULL : "not a setgid directory of that group writable by it only";
 }
 
+/* Group G first (a member or root may give it), then the mode: never writable by a group that
+ * is not G. */
+static int gid_dir_fix(const char *made, const void *gid) {
+    return chown(made, (uid_t)-1, *(const gid_t *)gid) != 0 || chmod(made, 02775) != 0 ? -1 : 0;
+}
+
+static cn_owned_dir gid_dir_of(const gid_t *g) {
+    cn_owned_dir d = { .problem = gid_dir_problem, .arg = g, .initial = 0700, .fix = gid_dir_fix };
+    snprintf(d.base, sizeof d.base, "gid.%u", (unsigned)*g);
+    snprintf(d.who, sizeof d.who, "group %u", (unsigned)*g);
+    return d;
+}
+
 int cn_state_find_gid_dir(const char *root, gid_t g, char *out, size_t len) {
-    char base[32];
-    snprintf(base, sizeof base, "gid.%u", (unsigned)g);
-    return cn_first_usable_dir(root, base, gid_dir_problem, &g, out, len);
+    cn_owned_dir d = gid_dir_of(&g);
+    return find_owned(root, &d, out, len);
 }
 
 uint32_t cn_state_make_gid_dir(const char *root, gid_t g, char *out, size_t len) {
-    if (cn_state_find_gid_dir(root, g, out, len)) return NOTIFY_STATUS_OK;
-    char primary[PATH_MAX];
-    snprintf(primary, sizeof primary, "%s/gid.%u", root, (unsigned)g);
-    struct stat st;
-    if (geteuid() == 0 && lstat(primary, &st) == 0) cn_state_move_aside(root, primary); /* root may: it is taken wrongly */
-    char made[PATH_MAX];
-    int ok;
-    if (lstat(primary, &st) != 0) {
-        snprintf(made, sizeof made, "%s", primary);
-        ok = mkdir(made, 0700) == 0 || errno == EEXIST;
-    } else {
-        snprintf(made, sizeof made, "%s/gid.%u.XXXXXX", root, (unsigned)g);
-        ok = mkdtemp(made) != NULL;
-    }
-    /* Group G first (a member or root may give it), then the mode: never writable by a group
-     * that is not G. */
-    if (ok && lstat(made, &st) == 0 && st.st_uid == geteuid())
-        ok = chown(made, (uid_t)-1, g) == 0 && chmod(made, 02775) == 0;
-    if (!ok) {
-        cn_set_error("cannot make the state directory of group %u in %s: %s", (unsigned)g, root, strerror(errno));
-        return NOTIFY_STATUS_FAILED;
-    }
-    if (cn_state_find_gid_dir(root, g, out, len)) return NOTIFY_STATUS_OK;
-    cn_set_error("no usable state directory for group %u in %s", (unsigned)g, root);
-    return NOTIFY_STATUS_FAILED;
+    cn_owned_dir d = gid_dir_of(&g);
+    return make_owned(root, &d, out, len);
 }
