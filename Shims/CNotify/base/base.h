@@ -152,11 +152,11 @@ int cn_is_self_key(const char *key, int is_namespace);
 /* Whether `name` is user.uid.N[...]: 0 not restricted; 1 restricted, with *uid = N (as notifyd:
  * no digits means 0); -1 restricted to a number that is not a uid: nobody may post or set it. */
 int cn_restricted_uid(const char *name, uid_t *uid);
-/* NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) unless this process may post or set `name`;
+/* guard.c: NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) unless this process may post or set `name`;
  * *restricted (if not NULL) tells whether a post of `name` must prove who sent it (a valid
  * user.uid.N name, or a name notify.conf reserves from others' posts). */
 uint32_t cn_may_write(const char *name, int *restricted);
-/* NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) if a notify.conf reserve's `r` bits do not let this
+/* guard.c: NOTIFY_STATUS_NOT_AUTHORIZED (with the reason) if a notify.conf reserve's `r` bits do not let this
  * process observe `name`: what notify(3)'s registrations answer, as notifyd's. (A post is a
  * broadcast: this is a courtesy to the caller, not a secret kept; docs/PROTOCOL.md.) */
 uint32_t cn_may_read(const char *name);
@@ -198,7 +198,7 @@ int cn_policy_reserve(const char *name, cn_conf_reserve *out);
 /* The same from what was read last, with no look at the files: for callers holding a lock. */
 int cn_policy_reserve_cached(const char *name, cn_conf_reserve *out);
 
-/* names.c: who may post `name`. kind 0: anyone; 1: those cn_guard_allows (a user.uid.N name:
+/* guard.c: who may post `name`. kind 0: anyone; 1: those cn_guard_allows (a user.uid.N name:
  * N and root; a reserved name: its reserve's owner, group or others, as its mode says, and root);
  * -1: nobody (user.uid. with a number that is no uid). */
 typedef struct { int kind; int uid_name; int reserved; cn_conf_reserve reserve; } cn_guard;
