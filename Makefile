@@ -107,6 +107,7 @@ data:
 	for page in $(MANPAGES); do sed 's|@VERSION@|$(VERSION)|g' $$page > $(BUILD)/$$page; done
 	sed 's|@DATADIR@|$(DATADIR)|g' systemd/darwin-notify.service.in > $(BUILD)/systemd/darwin-notify.service
 	sed 's|@SBINDIR@|$(SBINDIR)|g' systemd/darwin-notifyd.service.in > $(BUILD)/systemd/darwin-notifyd.service
+	sed 's|@SBINDIR@|$(SBINDIR)|g' systemd/darwin-notify-launcher.service.in > $(BUILD)/systemd/darwin-notify-launcher.service
 	cp systemd/darwin-notify.socket systemd/user-bus.conf $(BUILD)/systemd/
 
 # The CLIs: release builds with the Swift runtime inside (no Swift toolchain needed where they
@@ -130,7 +131,7 @@ $(BUILD)/notifyutil: Sources/notifyutil/main.c Sources/notifyutil/libdbus-inside
 
 # darwin-notifyd(8): C over the static library (libdbus shared), no Swift: built with the library.
 NOTIFYD_SRCS := $(wildcard Sources/darwin-notifyd/*.c)
-$(BUILD)/darwin-notifyd: $(NOTIFYD_SRCS) Sources/darwin-notifyd/notifyd.h $(BUILD)/$(LIBNAME).a $(HEADERS)
+$(BUILD)/darwin-notifyd: $(NOTIFYD_SRCS) Sources/darwin-notifyd/notifyd.h Sources/darwin-notifyd/launch.h $(BUILD)/$(LIBNAME).a $(HEADERS)
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -D_GNU_SOURCE $(CPPFLAGS) -IShims/CNotify/include $(DBUS_CFLAGS) $(NOTIFYD_SRCS) \
 	    $(BUILD)/$(LIBNAME).a -Wl,-z,relro -Wl,-z,now -Wl,--as-needed $(LDFLAGS) $(DBUS_LIBS) -lpthread -o $@
 
@@ -176,7 +177,7 @@ install-lib: install-check lib
 
 install-data: install-check data
 	$(MKDIRS) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 \
-	    $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSTEMUNITDIR) $(DESTDIR)$(CONFDIR) \
+	    $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSTEMUNITDIR) $(DESTDIR)$(CONFDIR) $(DESTDIR)$(CONFDIR)/launch.d \
 	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(DBUSPOLICYDIR) $(DESTDIR)$(DATADIR)/darwin-notify \
 	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHDIR) $(DESTDIR)$(FISHDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(MANDIR)/man1/
@@ -187,7 +188,8 @@ install-data: install-check data
 	install -m 0755 $(BUILD)/darwin-notifyd $(DESTDIR)$(SBINDIR)/darwin-notifyd
 	install -m 0644 $(BUILD)/systemd/darwin-notifyd.service $(DESTDIR)$(SYSTEMUNITDIR)/darwin-notifyd.service
 	install -m 0644 packaging/notify.conf $(DESTDIR)$(CONFDIR)/notify.conf
-	install -m 0644 $(BUILD)/systemd/darwin-notify.socket $(BUILD)/systemd/darwin-notify.service $(DESTDIR)$(UNITDIR)/
+	install -m 0644 $(BUILD)/systemd/darwin-notify.socket $(BUILD)/systemd/darwin-notify.service \
+	    $(BUILD)/systemd/darwin-notify-launcher.service $(DESTDIR)$(UNITDIR)/
 	install -m 0644 $(BUILD)/systemd/user-bus.conf $(DESTDIR)$(DATADIR)/darwin-notify/user-bus.conf
 	install -m 0644 packaging/tmpfiles.conf $(DESTDIR)$(TMPFILESDIR)/darwin-notify.conf
 	install -m 0644 docs/dbus/org.darwinnotify.conf $(DESTDIR)$(DBUSPOLICYDIR)/org.darwinnotify.conf
@@ -219,6 +221,7 @@ uninstall:
 	    $(patsubst man/%.7,man7/%.7,$(filter %.7,$(MANPAGES))) $(patsubst man/%.8,man8/%.8,$(filter %.8,$(MANPAGES))))
 	rm -f $(DESTDIR)$(SBINDIR)/darwin-notifyd $(DESTDIR)$(SYSTEMUNITDIR)/darwin-notifyd.service $(DESTDIR)$(CONFDIR)/notify.conf
 	rm -f $(DESTDIR)$(UNITDIR)/darwin-notify.socket $(DESTDIR)$(UNITDIR)/darwin-notify.service \
+	    $(DESTDIR)$(UNITDIR)/darwin-notify-launcher.service \
 	    $(DESTDIR)$(TMPFILESDIR)/darwin-notify.conf $(DESTDIR)$(DBUSPOLICYDIR)/org.darwinnotify.conf
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/notifyutil $(DESTDIR)$(BASHCOMPDIR)/wormhole $(DESTDIR)$(BASHCOMPDIR)/distnotify \
 	    $(DESTDIR)$(ZSHDIR)/_notifyutil $(DESTDIR)$(ZSHDIR)/_wormhole $(DESTDIR)$(ZSHDIR)/_distnotify \

@@ -30,6 +30,7 @@ let package = Package(
             .product(name: "DarwinNotifyFoundation", package: "DarwinNotify"),
         ]),
         // The README's Swift blocks, compiled as written (not run: they wait for notifications).
+        .executableTarget(name: "refresh-on-post", dependencies: [.product(name: "DarwinNotify", package: "DarwinNotify")]),
         .executableTarget(name: "readme-observe", dependencies: [.product(name: "DarwinNotify", package: "DarwinNotify")]),
         .executableTarget(name: "readme-tokens", dependencies: [.product(name: "DarwinNotify", package: "DarwinNotify")]),
         .executableTarget(name: "readme-wormhole", dependencies: [.product(name: "Wormhole", package: "DarwinNotify")]),

@@ -476,6 +476,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench-stamp")) return cmd_bench_stamp(argc, argv);
     if (!strcmp(cmd, "bench-fanout-post")) return cmd_bench_fanout_post(argc, argv);
     if (!strcmp(cmd, "signal")) return cmd_signal(argc, argv);
+    if (!strcmp(cmd, "launch-job")) return cmd_launch_job(argc, argv);
     if (!strcmp(cmd, "dispatch")) return cmd_dispatch(argc, argv);
     if (!strcmp(cmd, "suspend")) return cmd_suspend(argc, argv);
     if (!strcmp(cmd, "self")) return cmd_self(argc, argv);

@@ -27,6 +27,8 @@ void fp_send_sync(struct DBusConnection *conn, const char *owner, uint64_t token
 int fp_find_endpoint(struct DBusConnection *conn, char token[64], char owner[256]);
 
 int cmd_signal(int argc, char **argv);
+/* launch.c: a job of the launcher */
+int cmd_launch_job(int argc, char **argv);
 int cmd_fp_peer(int argc, char **argv);
 int cmd_fp_announce(int argc, char **argv);
 int cmd_fp_deaf(int argc, char **argv);

@@ -18,7 +18,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include "notifyd.h"
+#include <pwd.h>
+#include "launch.h"
 
 static nd_file signal_file, conf_file;
 static int stopping;
@@ -120,7 +121,8 @@ static void signal_ready(nd_file *f, uint32_t events) {
     (void)events;
     struct signalfd_siginfo si;
     while (read(f->fd, &si, sizeof si) == (ssize_t)sizeof si) {
-        if (si.ssi_signo == SIGHUP) load_conf("reloaded on SIGHUP");
+        if (si.ssi_signo == SIGHUP) { load_conf("reloaded on SIGHUP"); nd_launch_reread(); }
+        else if (si.ssi_signo == SIGCHLD) nd_jobs_reap();
         else stopping = 1;
     }
 }
@@ -142,12 +144,17 @@ static void usage(FILE *to) {
     fprintf(to,
             "usage: darwin-notifyd [--bus ADDRESS] [--system-bus ADDRESS] [--network-settle MS] [--disk-interval MS]\n"
             "                      [--disk-free PERCENT] [--disk-free-system PERCENT]\n"
+            "                      [--launch-dir DIR] [--launch-bus ADDRESS] [--no-launch]\n"
+            "       darwin-notifyd --user [--bus ADDRESS] [--launch-dir DIR] [--launch-bus ADDRESS]\n"
+            "       darwin-notifyd --list [--user] [--launch-bus ADDRESS]\n"
             "       darwin-notifyd --check-config [PATH]\n"
             "       darwin-notifyd --help | --version\n"
             "Posts the system's notification names (<notify_keys.h>) from Linux's event sources and serves\n"
             "notify.conf(5)'s monitor and set lines. ADDRESS: a D-Bus address, or session, system,\n"
             "embedded [default: $DARWIN_NOTIFY_BUS, else the process's default bus]. SIGHUP, or a change\n"
-            "of notify.conf, reads it again. See darwin-notifyd(8).\n");
+            "of notify.conf, reads it again. It also starts the jobs of /etc/darwin-notify/launch.d when a\n"
+            "name they declared is posted (darwin-notify-launch(5)); --user runs only that, for one user's\n"
+            "~/.config/darwin-notify/launch.d; --list shows a running launcher's jobs. See darwin-notifyd(8).\n");
 }
 
 static int number(const char *s, long min, long max, long *out) {
@@ -159,8 +166,17 @@ static int number(const char *s, long min, long max, long *out) {
     return 1;
 }
 
+/* The user's declaration directory: $XDG_CONFIG_HOME/darwin-notify/launch.d, else ~/.config/... */
+static void user_launch_dir(char *out, size_t len) {
+    const char *config = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+    struct passwd *pw = getpwuid(geteuid());
+    if (config && config[0] == '/') snprintf(out, len, "%s/darwin-notify/launch.d", config);
+    else snprintf(out, len, "%s/.config/darwin-notify/launch.d", home && home[0] == '/' ? home : pw ? pw->pw_dir : "/");
+}
+
 int main(int argc, char **argv) {
-    const char *bus = NULL, *system_bus = NULL;
+    const char *bus = NULL, *system_bus = NULL, *launch_dir = NULL, *launch_bus = NULL;
+    int user = 0, launch = 1, list = 0;
     long settle = 200, interval = 60000, free_user = 5, free_system = 5;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -178,6 +194,11 @@ int main(int argc, char **argv) {
                        : strcmp(a, "--disk-free-system") == 0 ? &free_system : NULL;
         if (strcmp(a, "--bus") == 0 && v && *v) { bus = v; i++; continue; }
         if (strcmp(a, "--system-bus") == 0 && v && *v) { system_bus = v; i++; continue; }
+        if (strcmp(a, "--launch-dir") == 0 && v && v[0] == '/') { launch_dir = v; i++; continue; }
+        if (strcmp(a, "--launch-bus") == 0 && v && *v) { launch_bus = v; i++; continue; }
+        if (strcmp(a, "--user") == 0) { user = 1; continue; }
+        if (strcmp(a, "--no-launch") == 0) { launch = 0; continue; }
+        if (strcmp(a, "--list") == 0) { list = 1; continue; }
         if (target && v && number(v, target == &settle ? 0 : target == &interval ? 10 : 0,
                                   target == &settle ? 60000 : target == &interval ? 86400000 : 100, target)) {
             i++;
@@ -187,11 +208,13 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 64;
     }
+    if (list) return nd_list(launch_bus ? launch_bus : bus ? bus : user ? "session" : "system");
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGHUP);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGCHLD);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     if (nd_loop_init() != 0 || sfd < 0) { nd_say("epoll or signalfd: %s", strerror(errno)); return 1; }
@@ -202,6 +225,27 @@ int main(int argc, char **argv) {
     CNotify_center *center = bus ? CNotify_center_create(bus, &status) : CNotify_center_get_darwin_notify_center();
     if (!center) { nd_say("--bus %s: %s", bus, CNotify_last_error()); return 64; }
     nd_post_init(center);
+    if (!launch_bus) launch_bus = bus ? bus : user ? "session" : "system";
+    if (launch) {
+        char dir[4096];
+        if (launch_dir) snprintf(dir, sizeof dir, "%s", launch_dir);
+        else if (user) user_launch_dir(dir, sizeof dir);
+        else snprintf(dir, sizeof dir, "/etc/darwin-notify/launch.d");
+        if (nd_jobs_init(center, launch_bus, user) == 0) {
+            nd_launch_start(dir, user);
+        } else {
+            nd_say("the launcher does not run (said above): no job is started on a post");
+            if (user) return 1;
+        }
+    }
+    if (user) {
+        nd_say("ready: the launcher of uid %u", (unsigned)geteuid());
+        tell_systemd();
+        while (!stopping && nd_loop_once() == 0) nd_bus_flush();
+        nd_say("stopping");
+        if (bus) CNotify_center_destroy(center);
+        return 0;
+    }
     load_conf("read");
     watch_conf();
     /* Each source on its own: one the machine does not allow (no rtnetlink in a sandbox) is said,
@@ -214,7 +258,7 @@ int main(int argc, char **argv) {
     *(nd_services_start(system_bus) == 0 ? &started : &failed) += 1;
     nd_say("ready: %d event sources running, %d not (said above)", started, failed);
     tell_systemd();
-    while (!stopping && nd_loop_once() == 0) {}
+    while (!stopping && nd_loop_once() == 0) nd_bus_flush();
     nd_say("stopping");
     CNotify_center_flush(center, 5000);
     if (bus) CNotify_center_destroy(center);

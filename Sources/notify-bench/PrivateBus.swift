@@ -36,7 +36,9 @@ final class Child {
     private let stdinPipe = Pipe()
     private var buffer = Data()
 
-    init(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+    /// `quiet`: its standard error to /dev/null (a daemon that logs every step).
+    init(_ path: String, _ arguments: [String], environment: [String: String] = [:], quiet: Bool = false) throws {
+        if quiet { process.standardError = FileHandle.nullDevice }
         process.executableURL = URL(fileURLWithPath: path.hasPrefix("/") ? path : Child.siblings + "/" + path)
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }

@@ -22,7 +22,7 @@ if arguments.count >= 2, arguments[0] == "_peer-sub" {
 }
 
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: notify-bench latency|names|throughput|fanout|check|wormhole|memory|cli|bridge|peers|distributed|all [--samples N] [--rounds N] [--warmup N] [--json] [--strict] [--cli-extra PATH]...\n".utf8))
+    FileHandle.standardError.write(Data("usage: notify-bench latency|names|throughput|fanout|check|wormhole|memory|cli|bridge|peers|distributed|launch|all [--samples N] [--rounds N] [--warmup N] [--json] [--strict] [--cli-extra PATH]...\n".utf8))
     exit(64)
 }
 
@@ -45,8 +45,8 @@ while i < arguments.count {
         default: options.warmup = n
         }
         i += 1
-    case "latency", "names", "throughput", "fanout", "check", "wormhole", "memory", "cli", "bridge", "peers", "distributed": suites.append(arguments[i])
-    case "all": suites += ["latency", "names", "throughput", "fanout", "check", "wormhole", "memory", "cli", "peers", "distributed"]
+    case "latency", "names", "throughput", "fanout", "check", "wormhole", "memory", "cli", "bridge", "peers", "distributed", "launch": suites.append(arguments[i])
+    case "all": suites += ["latency", "names", "throughput", "fanout", "check", "wormhole", "memory", "cli", "peers", "distributed", "launch"]
     default: usage()
     }
     i += 1
@@ -86,6 +86,7 @@ do {
             case "fanout": (metrics, title) = (try fanoutSuite(options), "fanout: one post to 100 observer processes, until the last has it")
             case "bridge": (metrics, title) = (try bridgeSuite(options), "bridge: post on bus A → callback on bus B through notify-bridge and mosquitto on loopback, vs mosquitto_pub → mosquitto_sub")
             case "throughput": (metrics, title) = (try throughputSuite(options), "throughput: sustained posts, counted at the receiver (\(options.rounds) alternating rounds)")
+            case "launch": (metrics, title) = (try launchSuite(options), "launch: a job's cold start on a post (darwin-notifyd's launcher) vs the same program started by hand, alternating")
             default: (metrics, title) = (try cliSuite(options), "cli: wall time of one post from the command line, same bus, alternating")
             }
             if options.json { print(json(suite: suite, metrics: metrics)) } else { printMetrics(title: title, metrics) }

@@ -39,6 +39,35 @@ extension IntegrationSuites {
             for target in targets { #expect(FileManager.default.isExecutableFile(atPath: try program(target)), "\(target) did not build") }
         }
 
+        @Test("refresh-on-post: started by the launcher on a post, refreshes once per event, and exits when idle; started again by the next post")
+        func refreshOnPost() throws {
+            let dir = bus.directory + "/launch.d", cache = bus.directory + "/refresh.cache"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false)
+            chmod(dir, 0o755)
+            // Examples/launch.d's declaration, with this build's program and the test's cache.
+            let shipped = try String(contentsOfFile: ExamplesTests.root + "/Examples/launch.d/com.example.refresh.conf", encoding: .utf8)
+            let declaration = shipped.replacingOccurrences(of: "/usr/local/bin/refresh-on-post /var/tmp/refresh-on-post.cache",
+                                                           with: try program("refresh-on-post") + " " + cache)
+                .replacingOccurrences(of: "throttle 2", with: "throttle 0")
+            #expect(declaration != shipped)
+            try declaration.write(toFile: dir + "/com.example.refresh.conf", atomically: true, encoding: .utf8)
+            chmod(dir + "/com.example.refresh.conf", 0o644)
+            let launcher = try ChildProcess("darwin-notifyd", ["--user", "--bus", bus.address, "--launch-dir", dir], environment: bus.environment)
+            defer { launcher.kill() }
+            try launcher.waitForStderr("ready: the launcher")
+            func refreshes() -> [String] {
+                ((try? String(contentsOfFile: cache, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            }
+            try notifyutilPost(["com.example.refresh"], bus: bus)
+            try repeatUntil("the first refresh", action: {}, done: { refreshes().count == 1 })
+            #expect(refreshes().first?.hasPrefix("refresh 1: com.example.refresh (1 post, event 1) at ") == true, "\(refreshes())")
+            try repeatUntil("the job to exit when idle", action: {}, done: { launcher.stderr.contains("launcher: com.example.refresh ended (exit 0)") })
+            try notifyutilPost(["com.example.refresh"], bus: bus)
+            try repeatUntil("the second start's refresh", action: {}, done: { refreshes().count == 2 })
+            #expect(refreshes().last?.hasPrefix("refresh 1: com.example.refresh (1 post, event 2) at ") == true, "\(refreshes())")
+            #expect(launcher.stderr.components(separatedBy: "launcher: started com.example.refresh").count == 3, "\(launcher.stderr)")
+        }
+
         @Test("settings-broadcast: five changes to a listener suspended with .coalesce arrive as one, the last, on resume")
         func settingsBroadcast() throws {
             let listener = try ChildProcess(try program("settings-broadcast"), ["listen", "5"], environment: bus.environment)

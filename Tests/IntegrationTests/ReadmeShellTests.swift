@@ -25,6 +25,8 @@ extension IntegrationSuites {
             ("install -m 0644 docs/dbus", "changes the machine's system bus; the policy is tested by the system-like bus suites"),
             ("install -d -m", "changes the machine's /run; DefaultScopeTests use a state directory of their own"),
             ("dbus-send --system", "reloads the machine's system bus"),
+            ("mkdir -p ~/.config/darwin-notify/launch.d", "writes your home; LaunchTests and ExamplesTests.refreshOnPost declare jobs in directories of their own"),
+            ("darwin-notifyd --list --user", "asks your running launcher; LaunchTests run --list against theirs"),
         ]
 
         static func shellBlocks(_ file: String) throws -> [[String]] {

@@ -1,7 +1,7 @@
 /*
  * api/api.h: the top layer: the public entry points of include/ (notify.h, darwin_notify.h,
  * darwin_notify_distributed.h). Each begins the same way (base/base.h: error cleared, NULL checks,
- * fork check) and then asks the center layer. Order of the files: tokens, notify_api, dispatch_api, center_api, distributed_api.
+ * fork check) and then asks the center layer. Order of the files: tokens, notify_api, dispatch_api, center_api, distributed_api, launch_api.
  */
 #ifndef CNOTIFY_API_H
 #define CNOTIFY_API_H

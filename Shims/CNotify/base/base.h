@@ -46,7 +46,8 @@
  *   senders (bus_receive.c, loop thread only), outbox.lock and outbox.restricted_lock
  *   (center/outbox.c; restricted_lock is taken before outbox.lock), delivery.self_lock,
  *   state.lock (never across the file system), the notice lock, a completion's lock
- *   (base/completion.c), tokens.lock then a token's mu (api/notify_api.c), a dispatch target's mu.
+ *   (base/completion.c), tokens.lock then a token's mu (api/notify_api.c), a dispatch target's mu,
+ *   once_lock (transport/bus_launch.c: whether this process has checked in with the launcher).
  *   A leaf is held while no other lock is taken, except as the pairs named.
  */
 

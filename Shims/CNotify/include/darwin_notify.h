@@ -236,6 +236,32 @@ uint32_t CNotify_validate_namespace(const char *ns);
 uint32_t CNotify_validate_name(const char *name);
 
 /*
+ * Launch on post (launchd's LaunchEvents of com.apple.notifyd.matching; darwin-notify-launch(5)):
+ * a job that darwin-notifyd's launcher started because a name it declared was posted checks in
+ * here for its events, as launchd's jobs do with xpc_set_event_stream_handler. The handler runs
+ * on a thread of the library's, one event at a time, in the launcher's order: first every event
+ * since the launcher started the job (those queued while no job ran coalesced per name: `count`
+ * posts of `name`), then each live one. Each event is consumed when handed over: the job gets it
+ * once, and a job started again later does not get it again.
+ *   job: the declaration's label (the file name without .conf); NULL: $DARWIN_NOTIFY_JOB, which
+ *     the launcher sets for an exec job.
+ *   bus: the launcher's bus (an address, "session" or "system"); NULL: $DARWIN_NOTIFY_LAUNCHER_BUS,
+ *     else $DBUS_STARTER_ADDRESS (a service dbus-daemon started), else the system bus for root and
+ *     the session bus for others.
+ * A service job's check-in owns its D-Bus service name (the proof that it is the job). Once per
+ * process. Returns OK once the launcher has taken the job's check-in; INVALID_NAME when the
+ * launcher declares no such job, NOT_AUTHORIZED when the caller is not the job,
+ * SERVER_NOT_FOUND when no launcher answers, INVALID_REQUEST on a second call; with a sentence
+ * in CNotify_last_error. */
+typedef struct CNotify_launch_event {
+    const char *name;  /* the name posted */
+    uint32_t count;    /* how many posts of it this event stands for: 1, or more when coalesced */
+    uint64_t serial;   /* the launcher's number of the event for this job: increasing, from 1 */
+} CNotify_launch_event;
+typedef void (*CNotify_launch_handler)(void *context, const CNotify_launch_event *event);
+uint32_t CNotify_launch_check_in(const char *job, const char *bus, CNotify_launch_handler handler, void *context);
+
+/*
  * notify(3) tokens on a given center (its bus), for bindings and programs that use more than
  * the default bus. The tokens are ordinary notify tokens: notify_check, notify_cancel,
  * notify_suspend/resume and notify_get/set_state take them. A handler token calls

@@ -125,4 +125,8 @@ cn_transport *cn_fast_transport_new(const char *spec, int resolved, cn_bus_kind 
 /* Where the state of bus `spec` lives (docs/PROTOCOL.md "State files"), and who may have made it. */
 uint32_t cn_bus_state_dir(const char *spec, char *out, size_t len, cn_state_place *place);
 
+/* bus_launch.c: a job's check-in with darwin-notifyd's launcher (CNotify_launch_check_in): the
+ * arguments already checked; `job` and `bus` NULL for the environment's. */
+uint32_t cn_launch_check_in(const char *job, const char *bus, CNotify_launch_handler handler, void *context);
+
 #endif
