@@ -27,6 +27,9 @@ public enum LaunchEvents {
     ///     which the launcher sets for a command it starts.
     ///   - bus: the launcher's bus; nil: `$DARWIN_NOTIFY_LAUNCHER_BUS`, else `$DBUS_STARTER_ADDRESS`,
     ///     else the system bus for root and the session bus for others.
+    ///   - queue: where `handler` runs, one event at a time, in order; nil: on the library's thread
+    ///     that takes the events, with no hop.
+    ///   - handler: called once for each ``LaunchEvent``.
     /// - Throws: ``NotifyError`` with `.invalidName` when the launcher declares no such job,
     ///   `.notAuthorized` when this process is not the job, `.serverNotFound` when no launcher
     ///   answers, `.invalidRequest` on a second check-in (once per process).
