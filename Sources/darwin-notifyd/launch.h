@@ -75,6 +75,10 @@ typedef struct nd_launch_ops {
 } nd_launch_ops;
 
 int nd_bus_start(const char *address, const nd_launch_ops *ops);
+/* A private connection to `spec` ("session", "system", "embedded" or an address), resolved as every
+ * center resolves it (CNotify_bus_address); NULL, said, when it cannot be had. `resolved` (if not
+ * NULL) gets the address. */
+DBusConnection *nd_bus_open(const char *spec, char *resolved, size_t len);
 const char *nd_bus_address(void);
 /* Follows `service`'s owner (NameOwnerChanged, and its owner now); `follow` 0 stops. */
 void nd_bus_follow(const char *service, int follow);

@@ -211,29 +211,35 @@ void nd_bus_start_service(const char *service) {
     dbus_message_unref(q);
 }
 
+DBusConnection *nd_bus_open(const char *spec, char *resolved, size_t len) {
+    char address[4096];
+    if (CNotify_bus_address(spec, address, sizeof address) != NOTIFY_STATUS_OK) {
+        nd_say("the bus %s: %s", spec, CNotify_last_error());
+        return NULL;
+    }
+    DBusError err;
+    dbus_error_init(&err);
+    DBusConnection *c = dbus_connection_open_private(address, &err);
+    if (c && !dbus_bus_register(c, &err)) {
+        dbus_connection_close(c);
+        dbus_connection_unref(c);
+        c = NULL;
+    }
+    if (!c) nd_say("cannot reach the bus %s: %s", spec, err.message);
+    else dbus_connection_set_exit_on_disconnect(c, FALSE);
+    dbus_error_free(&err);
+    if (c && resolved) snprintf(resolved, len, "%s", address);
+    return c;
+}
+
 int nd_bus_start(const char *spec, const nd_launch_ops *o) {
     ops = o;
     DBusError err;
     dbus_error_init(&err);
-    if (strcmp(spec, "system") == 0 || strcmp(spec, "session") == 0) {
-        conn = dbus_bus_get_private(spec[1] == 'y' ? DBUS_BUS_SYSTEM : DBUS_BUS_SESSION, &err);
-        const char *env = getenv(spec[1] == 'y' ? "DBUS_SYSTEM_BUS_ADDRESS" : "DBUS_SESSION_BUS_ADDRESS");
-        snprintf(address, sizeof address, "%s", env && *env ? env : spec[1] == 'y' ? "unix:path=/run/dbus/system_bus_socket" : "");
-    } else {
-        conn = dbus_connection_open_private(spec, &err);
-        if (conn && !dbus_bus_register(conn, &err)) {
-            dbus_connection_close(conn);
-            dbus_connection_unref(conn);
-            conn = NULL;
-        }
-        snprintf(address, sizeof address, "%s", spec);
-    }
-    if (!conn) {
-        nd_say("launcher: cannot reach the bus %s: %s", spec, err.message);
-        dbus_error_free(&err);
+    if (!(conn = nd_bus_open(spec, address, sizeof address))) {
+        nd_say("launcher: no bus, so no launcher");
         return -1;
     }
-    dbus_connection_set_exit_on_disconnect(conn, FALSE);
     int got = dbus_bus_request_name(conn, LAUNCHER_NAME, DBUS_NAME_FLAG_DO_NOT_QUEUE, &err);
     if (got != DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER) {
         nd_say("launcher: cannot own %s on %s: %s", LAUNCHER_NAME, spec,

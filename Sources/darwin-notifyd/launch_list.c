@@ -9,22 +9,10 @@
 #include "launch.h"
 
 int nd_list(const char *bus) {
+    DBusConnection *c = nd_bus_open(bus, NULL, 0);
+    if (!c) return 1;
     DBusError err;
     dbus_error_init(&err);
-    DBusConnection *c = NULL;
-    if (strcmp(bus, "system") == 0 || strcmp(bus, "session") == 0) {
-        c = dbus_bus_get_private(bus[1] == 'y' ? DBUS_BUS_SYSTEM : DBUS_BUS_SESSION, &err);
-    } else if ((c = dbus_connection_open_private(bus, &err)) && !dbus_bus_register(c, &err)) {
-        dbus_connection_close(c);
-        dbus_connection_unref(c);
-        c = NULL;
-    }
-    if (!c) {
-        fprintf(stderr, "darwin-notifyd: cannot reach the bus %s: %s\n", bus, err.message);
-        dbus_error_free(&err);
-        return 1;
-    }
-    dbus_connection_set_exit_on_disconnect(c, FALSE);
     DBusMessage *q = dbus_message_new_method_call("org.darwinnotify.Launcher", "/org/darwinnotify/Launcher",
                                                   "org.darwinnotify.Launcher", "List");
     DBusMessage *r = q ? dbus_connection_send_with_reply_and_block(c, q, 5000, &err) : NULL;

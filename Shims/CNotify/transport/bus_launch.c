@@ -83,15 +83,24 @@ static void *run(void *arg) {
     return NULL;
 }
 
-static DBusConnection *connect_to(const char *bus, DBusError *err) {
-    if (strcmp(bus, "system") == 0) return dbus_bus_get_private(DBUS_BUS_SYSTEM, err);
-    if (strcmp(bus, "session") == 0) return dbus_bus_get_private(DBUS_BUS_SESSION, err);
-    DBusConnection *conn = dbus_connection_open_private(bus, err);
-    if (conn && !dbus_bus_register(conn, err)) {
+/* A private connection to `bus`, resolved as every center resolves it (CNotify_bus_address:
+ * "session", "system", "embedded" or an address). */
+static DBusConnection *connect_to(const char *bus, uint32_t *st) {
+    char address[4096];
+    if ((*st = CNotify_bus_address(bus, address, sizeof address)) != NOTIFY_STATUS_OK) return NULL;
+    DBusError err;
+    dbus_error_init(&err);
+    DBusConnection *conn = dbus_connection_open_private(address, &err);
+    if (conn && !dbus_bus_register(conn, &err)) {
         dbus_connection_close(conn);
         dbus_connection_unref(conn);
-        return NULL;
+        conn = NULL;
     }
+    if (!conn) {
+        cn_set_error("cannot reach the launcher's bus %s: %s", bus, err.message);
+        *st = NOTIFY_STATUS_SERVER_NOT_FOUND;
+    }
+    dbus_error_free(&err);
     return conn;
 }
 
@@ -114,20 +123,16 @@ static uint32_t status_of(const DBusError *err, const char *job, const char *bus
 }
 
 static uint32_t check_in(checkin *c, const char *bus) {
+    uint32_t st;
+    if (!(c->conn = connect_to(bus, &st))) return st;
     DBusError err;
     dbus_error_init(&err);
-    if (!(c->conn = connect_to(bus, &err))) {
-        cn_set_error("cannot reach the launcher's bus %s: %s", bus, err.message);
-        dbus_error_free(&err);
-        return NOTIFY_STATUS_SERVER_NOT_FOUND;
-    }
     dbus_connection_set_exit_on_disconnect(c->conn, FALSE);
     DBusMessage *q = dbus_message_new_method_call(LAUNCHER, LAUNCHER_PATH, LAUNCHER, "Describe"), *r = NULL;
     if (q && dbus_message_append_args(q, DBUS_TYPE_STRING, &c->job, DBUS_TYPE_INVALID))
         r = dbus_connection_send_with_reply_and_block(c->conn, q, 10000, &err);
     if (q) dbus_message_unref(q);
     const char *kind = NULL, *target = NULL;
-    uint32_t st = NOTIFY_STATUS_OK;
     if (!r || !dbus_message_get_args(r, &err, DBUS_TYPE_STRING, &kind, DBUS_TYPE_STRING, &target, DBUS_TYPE_INVALID))
         st = status_of(&err, c->job, bus);
     if (st == NOTIFY_STATUS_OK && strcmp(kind, "service") == 0) {
