@@ -114,6 +114,9 @@ extension IntegrationSuites {
 
             // One network post for the burst: the daemon counted more than one message in it, and
             // each observer saw it once by the time it saw the later events.
+            try repeatUntil("the daemon to say it posted the network change", action: {}, done: {
+                ns.stderr.contains("posted com.apple.system.config.network_change")
+            })
             let said = ns.stderr.split(separator: "\n").filter { $0.contains("posted com.apple.system.config.network_change") }
             #expect(said.count == 1, "\(said)")
             #expect(said.first.map { !$0.contains("(1 rtnetlink change)") } ?? false, "\(said)")
@@ -192,6 +195,8 @@ extension IntegrationSuites {
                 try owner.write("emit\n")
                 try owner.waitForLine("emitted 1")
                 try waitFor(name, in: watching)
+                // The daemon says a post once the bus has it; the fast path may deliver it before.
+                try repeatUntil("the daemon to say it posted \(name)", action: {}, done: { daemon.stderr.contains("posted \(name) (systemd-") })
                 #expect(daemon.stderr.components(separatedBy: "posted \(name) (systemd-").count == 2, "\(daemon.stderr)")
                 owner.closeStdin()
                 _ = try owner.waitForExit()
