@@ -56,13 +56,28 @@ public struct BridgeConfiguration: Sendable {
 
 /// The bridge's counters, printed by `notify-bridge` on SIGUSR1 and at exit.
 public struct BridgeCounters: Sendable, Equatable, CustomStringConvertible {
+    /// Published: handed to the MQTT client (QoS 1), in order.
     public var exported: UInt64 = 0
+    /// Of those, acknowledged by the broker (PUBACK): the broker has them.
+    public var acknowledged: UInt64 = 0
+    /// Messages from the broker (not our own), before any check.
+    public var received: UInt64 = 0
+    /// Posts and distributed notifications made on the local bus.
     public var imported: UInt64 = 0
     public var statesExported: UInt64 = 0
     public var statesImported: UInt64 = 0
     public var wormholeExported: UInt64 = 0
     public var wormholeImported: UInt64 = 0
     public var duplicates: UInt64 = 0
+    /// Taken although a later message of their topic came first (a cluster's late redelivery).
+    public var late: UInt64 = 0
+    /// Late posts of a name already posted since: coalesced into that post, as notify(3) does.
+    public var coalesced: UInt64 = 0
+    /// States and wormhole `file` messages equal to what this host has already: nothing to do.
+    public var unchanged: UInt64 = 0
+    /// Published and not yet acknowledged, now (a gauge: `exported + states-exported +
+    /// wormhole-exported = acknowledged + waiting`).
+    public var waiting: UInt64 = 0
     public var dropped: UInt64 = 0
     public var refused: UInt64 = 0
     public var invalid: UInt64 = 0
@@ -74,7 +89,8 @@ public struct BridgeCounters: Sendable, Equatable, CustomStringConvertible {
         "exported=\(exported) imported=\(imported) states-exported=\(statesExported) states-imported=\(statesImported) "
             + "wormhole-exported=\(wormholeExported) wormhole-imported=\(wormholeImported) duplicates=\(duplicates) "
             + "dropped=\(dropped) refused=\(refused) invalid=\(invalid) states-limited=\(statesLimited) "
-            + "states-superseded=\(statesSuperseded) states-republished=\(statesRepublished)"
+            + "states-superseded=\(statesSuperseded) states-republished=\(statesRepublished) "
+            + "acknowledged=\(acknowledged) waiting=\(waiting) received=\(received) late=\(late) coalesced=\(coalesced) unchanged=\(unchanged)"
     }
 }
 
@@ -134,7 +150,11 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         }
     }
 
-    public var currentCounters: BridgeCounters { counters.withLock { $0 } }
+    public var currentCounters: BridgeCounters {
+        var now = counters.withLock { $0 }
+        now.waiting = UInt64(max(0, unacknowledged.load(ordering: .relaxed)))
+        return now
+    }
 
     // MARK: Starting
 
@@ -305,10 +325,10 @@ public final class Bridge: MQTTClientDelegate, Sendable {
 
     // MARK: Broker → local
 
-    public func mqttConnected(sessionPresent: Bool) {
+    public func mqttConnected(broker: BrokerURL, sessionPresent: Bool) {
         connected.store(true, ordering: .relaxed)
         let reconnected = everConnected.exchange(true, ordering: .relaxed)
-        reporter.say("connected to the broker at \(configuration.mqtt.broker.host):\(configuration.mqtt.broker.port) as '\(configuration.mqtt.clientID)' (session \(sessionPresent ? "resumed" : "new"))")
+        reporter.say("connected to the broker at \(broker.host):\(broker.port) as '\(configuration.mqtt.clientID)' (session \(sessionPresent ? "resumed" : "new"))")
         var filters: [String] = []
         for ns in imports {
             filters.append(TopicCodec.filter(root: TopicCodec.postRoot, namespace: ns))
@@ -352,17 +372,23 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         let was = connected.exchange(false, ordering: .relaxed)
         if stopping.load(ordering: .relaxed) { return } // our own disconnect, at stop: nothing was lost
         let queued = unacknowledged.load(ordering: .relaxed)
+        // Several brokers: the next one is tried at once, with backoff only once all failed in a row.
+        let brokers = configuration.mqtt.brokers.count
+        let retry = brokers > 1 ? "trying the next of \(brokers) brokers (with backoff once all failed)" : "retrying with backoff"
+        // Summarised per broker and reason: one broker's failures never hide another's.
         if refused {
-            reporter.repeated("refused", "\(reason); retrying with backoff (check --username and the password)")
+            reporter.repeated("refused:" + reason, "\(reason); \(retry) (check --username and the password)")
         } else if was {
-            reporter.say("lost the broker: \(reason); reconnecting with backoff, \(queued) messages wait (limit \(configuration.queueLimit))")
+            let next = brokers > 1 ? "trying the next of \(brokers) brokers" : "reconnecting with backoff"
+            reporter.say("lost the broker: \(reason); \(next), \(queued) messages wait (limit \(configuration.queueLimit))")
         } else {
-            reporter.repeated("unreachable", "\(reason); retrying with backoff, \(queued) messages wait (limit \(configuration.queueLimit))")
+            reporter.repeated("unreachable:" + reason, "\(reason); \(retry), \(queued) messages wait (limit \(configuration.queueLimit))")
         }
     }
 
     public func mqttAcknowledged(messageID: Int32) {
         unacknowledged.subtract(1, ordering: .relaxed)
+        counters.withLock { $0.acknowledged += 1 }
     }
 
     public func mqttMessage(topic: String, payload bytes: UnsafeRawBufferPointer, retained: Bool) {
@@ -370,7 +396,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         switch BridgePayload.decode(bytes) {
         case .success(let decoded): payload = decoded
         case .failure(let fault):
-            counters.withLock { $0.invalid += 1 }
+            counters.withLock { $0.received += 1; $0.invalid += 1 }
             reporter.repeated("invalid:" + topic, "ignored a message on \(topic): \(fault)")
             return
         }
@@ -380,6 +406,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
             }
             return
         }
+        counters.withLock { $0.received += 1 }
         if let mirror = mirrors.first(where: { topic.hasPrefix($0.topicPrefix) }) {
             importWormhole(mirror, topic: topic, payload: payload)
         } else if topic.hasPrefix(TopicCodec.postRoot + "/") {
@@ -421,7 +448,9 @@ public final class Bridge: MQTTClientDelegate, Sendable {
 
     private func importPost(_ name: String, _ payload: BridgePayload, topic: String) {
         guard case .post = payload.body else { return invalid(topic, "a post topic carries a \(payload.body.kind)") }
-        guard accept(payload, topic: topic) else { return }
+        // A late post of a name posted here since is coalesced into that post, as notify(3)
+        // coalesces posts of one name that wait together (docs/BRIDGE.md, "Ordering and loss").
+        guard accept(payload, topic: topic, late: .coalesce) else { return }
         guard mayCarry(name, direction: "import") else { return }
         do {
             try center.post(name)
@@ -436,7 +465,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     /// another host's word), its name must be its topic's, and it is posted on the local bus whole.
     private func importDistributed(_ name: String, _ payload: BridgePayload, topic: String) {
         guard case .distributed(let bytes) = payload.body else { return invalid(topic, "a distributed topic carries a \(payload.body.kind)") }
-        guard accept(payload, topic: topic) else { return }
+        guard accept(payload, topic: topic, late: .take) else { return }
         var nameBuffer = [CChar](repeating: 0, count: Int(CNOTIFY_NAME_MAX) + 1)
         var objectBuffer = [CChar](repeating: 0, count: Int(CNOTIFY_NAME_MAX) + 1)
         var userInfo: OpaquePointer?
@@ -463,6 +492,9 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         guard case .state(let value) = payload.body else {
             return invalid(topic, "a state topic carries a \(payload.body.kind), not a state value")
         }
+        // A state that comes late is an older value of the same origin: superseded by the one
+        // taken already (a cluster's redelivery must not set a name back).
+        guard accept(payload, topic: topic, late: .supersede) else { return }
         guard mayCarry(name, direction: "import") else { return }
         // In one step: whether the broker received this before our own last value of the name
         // (ours is the later one), whether the name may be imported, and the value recorded
@@ -482,7 +514,10 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         case .recorded(let before):
             previous = before
         }
-        if previous == value, (try? center.state(of: name)) == value { return }
+        if previous == value, (try? center.state(of: name)) == value {
+            counters.withLock { $0.unchanged += 1 }
+            return
+        }
         do {
             try center.setState(value, for: name)
             counters.withLock { $0.statesImported += 1 }
@@ -496,19 +531,36 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     private func importWormhole(_ mirror: WormholeMirror, topic: String, payload: BridgePayload) {
         guard case .wormhole(let data) = payload.body else { return invalid(topic, "a wormhole topic carries a \(payload.body.kind)") }
         guard let (kind, identifier) = mirror.parse(topic: topic) else { return invalid(topic, "not a wormhole topic of this group") }
-        if kind == .queue, !accept(payload, topic: topic) { return }
+        if kind == .queue, !accept(payload, topic: topic, late: .take) { return }
         do {
-            if try mirror.store(data, identifier: identifier, kind: kind) { counters.withLock { $0.wormholeImported += 1 } }
+            let stored = try mirror.store(data, identifier: identifier, kind: kind)
+            counters.withLock { if stored { $0.wormholeImported += 1 } else { $0.unchanged += 1 } }
         } catch {
             counters.withLock { $0.refused += 1 }
             reporter.repeated("wormhole:" + identifier, "cannot store wormhole message '\(identifier)' from \(payload.origin): \(error)")
         }
     }
 
-    private func accept(_ payload: BridgePayload, topic: String) -> Bool {
-        if dedupe.withLock({ $0.accept(origin: payload.origin, topic: topic, sequence: payload.sequence) }) { return true }
-        counters.withLock { $0.duplicates += 1 }
-        return false
+    /// What a message that comes after a later one of its topic (from its origin) does.
+    private enum LateMessage {
+        /// Taken: every one counts (a queue message, a distributed notification).
+        case take
+        /// A post: the later post of its name was made here already; coalesced into it.
+        case coalesce
+        /// A state: an older value; the later one stays.
+        case supersede
+    }
+
+    /// Whether to take the message: new, or late as `late` says; every other outcome is counted.
+    private func accept(_ payload: BridgePayload, topic: String, late: LateMessage) -> Bool {
+        let verdict = dedupe.withLock { $0.check(origin: payload.origin, topic: topic, sequence: payload.sequence) }
+        switch (verdict, late) {
+        case (.new, _): return true
+        case (.duplicate, _): counters.withLock { $0.duplicates += 1 }; return false
+        case (.late, .take): counters.withLock { $0.late += 1 }; return true
+        case (.late, .coalesce): counters.withLock { $0.late += 1; $0.coalesced += 1 }; return false
+        case (.late, .supersede): counters.withLock { $0.late += 1; $0.statesSuperseded += 1 }; return false
+        }
     }
 
     private func invalid(_ topic: String, _ why: String) {

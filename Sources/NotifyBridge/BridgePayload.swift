@@ -97,40 +97,104 @@ public struct BridgePayload: Equatable, Sendable {
     }
 }
 
-/// Drops redeliveries: the last sequence taken from each (origin, topic) pair, in a bounded table
-/// (the oldest pair is forgotten first, which only lets a very late duplicate of it through).
+/// Tells redeliveries from late messages: per (origin, topic), the sequences taken, exactly, up to
+/// `memory` of them (the newest), in a bounded table (the oldest pair is forgotten first, which
+/// only lets a very late duplicate of it through).
 ///
-/// Keyed by topic as well as origin, so a message on one topic cannot raise the floor of another
-/// (docs/BRIDGE.md, "Duplicates": under the documented ACL a client may write only its own
-/// topics). A sequence that is not above the floor is a redelivery only within `window` of it
-/// (2^20, the bound of one jump on the D-Bus side): one further back is a new numbering (a forged
-/// huge number seen before, or an origin that restarted) and is taken, so a forged
-/// 18446744073709551615 mutes nothing.
+/// A broker may hand a message out again (QoS 1 after a lost acknowledgement: a duplicate), and a
+/// cluster may hand one out *late*, after later ones of its topic: NATS redelivers what a dead node
+/// had sent and nobody acknowledged only after its `ack_wait`. A floor ("the last sequence taken")
+/// dropped such a late message as a duplicate although it was never taken (issue 38); so the
+/// sequences themselves are kept, and a message below the newest is `late` when it is not among
+/// them, `duplicate` when it is.
+///
+/// Keyed by topic as well as origin, so a message on one topic cannot touch another (docs/BRIDGE.md,
+/// "Duplicates": under the documented ACL a client may write only its own topics). A sequence more
+/// than `window` (2^20, the bound of one jump on the D-Bus side) below the newest is a new
+/// numbering (a forged huge number seen before, or an origin that restarted) and starts the pair
+/// over, so a forged 18446744073709551615 mutes nothing. One below the sequences remembered
+/// (more than `memory` later ones of its topic came first) cannot be told apart and is taken as a
+/// duplicate.
 public struct Deduplicator: Sendable {
-    private var last: [String: UInt64] = [:]
+    public enum Verdict: Equatable, Sendable {
+        /// Later than every message taken from its origin on its topic.
+        case new
+        /// Never taken, but a later one of its topic was (a redelivery that came late).
+        case late
+        /// Taken before (or too far behind to tell).
+        case duplicate
+    }
+
+    private struct Taken {
+        /// Ascending; the newest `memory` sequences taken.
+        var sequences: [UInt64]
+        /// Whether `sequences` still holds every sequence taken since the pair was made.
+        var complete = true
+    }
+
+    private var taken: [String: Taken] = [:]
     private var order: [String] = []
     private var head = 0
     public let capacity: Int
+    public let memory: Int
     public static let window: UInt64 = 1 << 20
 
-    public init(capacity: Int = 4096) { self.capacity = capacity }
+    public init(capacity: Int = 4096, memory: Int = 4096) {
+        self.capacity = capacity
+        self.memory = memory
+    }
 
-    /// Whether the message is new; records it when it is.
-    public mutating func accept(origin: String, topic: String, sequence: UInt64) -> Bool {
+    /// Whether the message is new, late or a duplicate; records it unless it is a duplicate.
+    public mutating func check(origin: String, topic: String, sequence: UInt64) -> Verdict {
         let key = origin + "\n" + topic
-        if let seen = last[key] {
-            if sequence <= seen && seen - sequence < Deduplicator.window { return false }
-            last[key] = sequence
-            return true
+        guard var entry = taken[key] else {
+            makeRoom()
+            order.append(key)
+            taken[key] = Taken(sequences: [sequence])
+            return .new
         }
-        if last.count >= capacity {
-            // Forget the oldest pair; the order list is compacted now and then, not per message.
-            while head < order.count, last[order[head]] == nil { head += 1 }
-            if head < order.count { last[order[head]] = nil; head += 1 }
-            if head > capacity { order.removeFirst(head); head = 0 }
+        let newest = entry.sequences[entry.sequences.count - 1]
+        let verdict: Verdict
+        if sequence > newest {
+            entry.sequences.append(sequence)
+            verdict = .new
+        } else if newest - sequence >= Deduplicator.window {
+            entry = Taken(sequences: [sequence]) // a new numbering
+            verdict = .new
+        } else {
+            let index = Self.lowerBound(entry.sequences, sequence)
+            if index < entry.sequences.count && entry.sequences[index] == sequence { return .duplicate }
+            if index == 0 && !entry.complete { return .duplicate } // older than what is remembered
+            entry.sequences.insert(sequence, at: index)
+            verdict = .late
         }
-        order.append(key)
-        last[key] = sequence
-        return true
+        if entry.sequences.count > memory + memory / 8 { // trimmed in steps, not per message
+            entry.sequences.removeFirst(entry.sequences.count - memory)
+            entry.complete = false
+        }
+        taken[key] = entry
+        return verdict
+    }
+
+    /// Whether the message is to be taken (new or late); records it when it is.
+    public mutating func accept(origin: String, topic: String, sequence: UInt64) -> Bool {
+        check(origin: origin, topic: topic, sequence: sequence) != .duplicate
+    }
+
+    /// Forgets the oldest pair when the table is full; the order list is compacted now and then.
+    private mutating func makeRoom() {
+        guard taken.count >= capacity else { return }
+        while head < order.count, taken[order[head]] == nil { head += 1 }
+        if head < order.count { taken[order[head]] = nil; head += 1 }
+        if head > capacity { order.removeFirst(head); head = 0 }
+    }
+
+    private static func lowerBound(_ sorted: [UInt64], _ value: UInt64) -> Int {
+        var low = 0, high = sorted.count
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle] < value { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 }

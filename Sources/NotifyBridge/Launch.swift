@@ -8,7 +8,12 @@ import Glibc
 @dynamicMemberLookup
 public struct BridgeArguments: Sendable {
     public var options = BridgeOptions()
-    public var broker: String
+    /// The `--broker` words: each a URL or a comma-separated list of them (the same service).
+    public var brokers: [String]
+    /// `--broker-order`: `in-order` (the default) or `random`.
+    public var brokerOrder: String?
+    /// `--connect-timeout`: seconds an attempt may wait for the broker's CONNACK.
+    public var connectTimeout: Double = 10
     public var tls = false
     public var caFile: String?
     public var caPath: String?
@@ -18,7 +23,9 @@ public struct BridgeArguments: Sendable {
     public var passwordFile: String?
     public var clientID: String?
 
-    public init(broker: String) { self.broker = broker }
+    public init(brokers: [String]) { self.brokers = brokers }
+
+    public init(broker: String) { self.init(brokers: [broker]) }
 
     public subscript<Value>(dynamicMember option: WritableKeyPath<BridgeOptions, Value>) -> Value {
         get { options[keyPath: option] }
@@ -26,10 +33,20 @@ public struct BridgeArguments: Sendable {
     }
 
     public func configuration() throws(BridgeError) -> BridgeConfiguration {
-        let url: BrokerURL
-        do { url = try BrokerURL(parsing: broker) } catch { throw BridgeError(.configuration, "\(error)") }
-        var mqtt = MQTTOptions(broker: url, clientID: clientID ?? Self.defaultClientID(bus: options.bus))
-        mqtt.broker.tls = url.tls || tls || caFile != nil || caPath != nil
+        var urls = try Self.brokerURLs(brokers)
+        let useTLS = urls.contains(where: \.tls) || tls || caFile != nil || caPath != nil
+        for i in urls.indices { urls[i].tls = useTLS }
+        var mqtt = MQTTOptions(brokers: urls, clientID: clientID ?? Self.defaultClientID(bus: options.bus))
+        if let brokerOrder {
+            guard let order = BrokerOrder(rawValue: brokerOrder) else {
+                throw BridgeError(.configuration, "--broker-order '\(brokerOrder)' is not in-order or random")
+            }
+            mqtt.order = order
+        }
+        guard connectTimeout.isFinite, connectTimeout >= 0.1, connectTimeout <= 3600 else {
+            throw BridgeError(.configuration, "--connect-timeout \(connectTimeout) is not a number of seconds from 0.1 to 3600")
+        }
+        mqtt.connectTimeoutSeconds = connectTimeout
         mqtt.caFile = caFile
         mqtt.caPath = caPath
         mqtt.certFile = certFile
@@ -59,6 +76,28 @@ public struct BridgeArguments: Sendable {
         var configuration = BridgeConfiguration(mqtt: mqtt, origin: Self.newOrigin())
         configuration.options = options
         return configuration
+    }
+
+    /// The brokers of the `--broker` words, in order. One TLS setting serves every connection, so
+    /// `mqtt://` and `mqtts://` do not mix; a broker listed twice is a mistake worth a sentence.
+    package static func brokerURLs(_ words: [String]) throws(BridgeError) -> [BrokerURL] {
+        var urls: [BrokerURL] = []
+        for word in words {
+            for item in word.split(separator: ",", omittingEmptySubsequences: false) {
+                let text = String(item.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
+                guard !text.isEmpty else { throw BridgeError(.configuration, "--broker '\(word)' has an empty item") }
+                let url: BrokerURL
+                do { url = try BrokerURL(parsing: text) } catch { throw BridgeError(.configuration, "\(error)") }
+                guard !urls.contains(url) else { throw BridgeError(.configuration, "broker \(text) is listed twice") }
+                urls.append(url)
+            }
+        }
+        guard let first = urls.first else { throw BridgeError(.configuration, "no broker: give --broker mqtt://HOST[:PORT]") }
+        guard urls.allSatisfy({ $0.tls == first.tls }) else {
+            throw BridgeError(.configuration, "the brokers mix mqtt:// and mqtts://: one TLS setting serves them all")
+        }
+        guard urls.count <= 64 else { throw BridgeError(.configuration, "\(urls.count) brokers: at most 64") }
+        return urls
     }
 
     /// Stable across runs (the broker keeps a persistent session under it): host, user and bus.

@@ -1,6 +1,7 @@
-// MQTT client: libmosquitto behind a small Swift class (one connection, its own network thread,
-// automatic reconnection with exponential backoff). Everything MQTT-specific the bridge needs and
-// nothing else; libmosquitto does the protocol, we never write MQTT bytes ourselves.
+// MQTT client: libmosquitto behind a small Swift class (one connection at a time to one of several
+// brokers, its own network thread, failover to the next broker on a lost connection, backoff once
+// every broker failed). Everything MQTT-specific the bridge needs and nothing else; libmosquitto
+// does the protocol, we never write MQTT bytes ourselves.
 import CMosquitto
 import Dispatch
 import FoundationEssentials
@@ -10,7 +11,9 @@ import Synchronization
 /// Where a message from the broker or a connection event is reported. Called on libmosquitto's
 /// network thread, one at a time, in the broker's order.
 public protocol MQTTClientDelegate: AnyObject, Sendable {
-    func mqttConnected(sessionPresent: Bool)
+    /// Connected to `broker` (one of the options' brokers); `sessionPresent`: the broker (or its
+    /// cluster) kept our session.
+    func mqttConnected(broker: BrokerURL, sessionPresent: Bool)
     /// A refused or failed connection attempt, or a lost connection: `reason` says which.
     func mqttDisconnected(reason: String, refused: Bool)
     func mqttMessage(topic: String, payload: UnsafeRawBufferPointer, retained: Bool)
@@ -20,8 +23,23 @@ public protocol MQTTClientDelegate: AnyObject, Sendable {
     func mqttSubscribed()
 }
 
+/// In which order a client tries its brokers.
+public enum BrokerOrder: String, Sendable, CaseIterable {
+    /// As listed: the first one first; after a loss, the next one, round the list.
+    case inOrder = "in-order"
+    /// A new random order at each round through the list (spreads a fleet's bridges).
+    case random
+}
+
 public struct MQTTOptions: Sendable {
-    public var broker: BrokerURL
+    /// The brokers, one connection at a time: the same service (a cluster's nodes, or one
+    /// broker's several addresses), so a session resumes on any of them. At least one.
+    public var brokers: [BrokerURL]
+    public var order: BrokerOrder = .inOrder
+    /// The first broker (the only one, for most bridges).
+    public var broker: BrokerURL { brokers[0] }
+    /// An attempt that has no answer (CONNACK) within this many seconds moves on to the next broker.
+    public var connectTimeoutSeconds: Double = 10
     public var clientID: String
     public var username: String?
     public var password: String?
@@ -34,10 +52,13 @@ public struct MQTTOptions: Sendable {
     /// Unacknowledged QoS 1 messages on the wire at once (MQTT's receive maximum).
     public var maxInflight: UInt32 = 100
 
-    public init(broker: BrokerURL, clientID: String) {
-        self.broker = broker
+    public init(brokers: [BrokerURL], clientID: String) {
+        precondition(!brokers.isEmpty, "MQTTOptions needs at least one broker")
+        self.brokers = brokers
         self.clientID = clientID
     }
+
+    public init(broker: BrokerURL, clientID: String) { self.init(brokers: [broker], clientID: clientID) }
 }
 
 public struct MQTTError: Error, CustomStringConvertible, Sendable {
@@ -64,6 +85,8 @@ public final class MQTTClient: Sendable {
     private let started = Atomic<Bool>(false)
     /// Set by a successful CONNACK, read (and cleared) by the loop to reset its backoff.
     private let connectedOnce = Atomic<Bool>(false)
+    /// The broker of the current attempt (set by the network thread before it connects).
+    private let current = Mutex<BrokerURL?>(nil)
     private let loopEnded = DispatchSemaphore(value: 0)
     /// Message ids of SUBSCRIBE packets not yet acknowledged (one `subscribe` call's).
     private let awaitingSubAck = Mutex<Set<Int32>>([])
@@ -87,7 +110,7 @@ public final class MQTTClient: Sendable {
             rc = mosquitto_username_pw_set(handle, options.username, options.password)
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(rc, "cannot set the credentials") }
         }
-        if options.broker.tls {
+        if options.brokers.contains(where: \.tls) { // one TLS setting for the handle: all or none (BridgeArguments)
             let useSystemCAs = options.caFile == nil && options.caPath == nil
             rc = mosquitto_tls_set(handle, options.caFile, useSystemCAs ? "/etc/ssl/certs" : options.caPath,
                                    options.certFile, options.keyFile, nil)
@@ -133,7 +156,8 @@ public final class MQTTClient: Sendable {
     private func connected(rc: Int32, flags: Int32) {
         if rc == 0 {
             connectedOnce.store(true, ordering: .relaxed)
-            delegate?.mqttConnected(sessionPresent: flags & 1 != 0)
+            guard let broker = current.withLock({ $0 }) else { return }
+            delegate?.mqttConnected(broker: broker, sessionPresent: flags & 1 != 0)
         } else {
             // CONNACK refusals: 4 bad user name or password, 5 not authorised, …
             delegate?.mqttDisconnected(reason: "the broker refused the connection: \(String(cString: mosquitto_connack_string(rc)))",
@@ -141,10 +165,12 @@ public final class MQTTClient: Sendable {
         }
     }
 
-    /// Starts connecting on the client's network thread; an unreachable broker is retried with
-    /// backoff (1 s doubling to 30 s), and every failed attempt is reported through the delegate.
-    /// Our own loop rather than `mosquitto_loop_start`, whose thread gives up when the very first
-    /// connection fails (libmosquitto 2.0), so a bridge started before its broker would wait forever.
+    /// Starts connecting on the client's network thread. The brokers are tried one after another
+    /// (as listed, or in a random order per round); a lost connection moves on to the next one at
+    /// once, and once every broker failed in a row the client backs off (1 s doubling to 30 s)
+    /// before the next round. Every failed attempt is reported through the delegate. Our own loop
+    /// rather than `mosquitto_loop_start`, whose thread gives up when the very first connection
+    /// fails (libmosquitto 2.0), so a bridge started before its broker would wait forever.
     public func start(options: MQTTOptions) throws(MQTTError) {
         guard !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let rc = mosquitto_threaded_set(handle, true)
@@ -152,27 +178,41 @@ public final class MQTTClient: Sendable {
         BackgroundThread.start(name: "bridge MQTT") { [self] in networkLoop(options) }
     }
 
-    /// Connects, runs libmosquitto's loop while connected, and reconnects after a loss.
+    /// Connects, runs libmosquitto's loop while connected, and fails over after a loss.
     private func networkLoop(_ options: MQTTOptions) {
         defer { loopEnded.signal() }
+        var rotation = BrokerRotation(options.brokers, order: options.order)
         var delay = 1.0
-        var firstAttempt = true
         while started.load(ordering: .acquiring) {
-            let rc = firstAttempt
-                ? mosquitto_connect(handle, options.broker.host, Int32(options.broker.port), options.keepAliveSeconds)
-                : mosquitto_reconnect(handle)
-            firstAttempt = false
+            let broker = rotation.current
+            current.withLock { $0 = broker }
+            // Connect (not reconnect): the host may differ from the last attempt's. libmosquitto
+            // keeps its queue of unacknowledged QoS 1 messages across it and resends them.
+            let rc = mosquitto_connect(handle, broker.host, Int32(broker.port), options.keepAliveSeconds)
+            var answered = false
             if rc == MOSQ_ERR_SUCCESS.rawValue {
+                let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(options.connectTimeoutSeconds * 1e9)
                 var loop = MOSQ_ERR_SUCCESS.rawValue
                 while loop == MOSQ_ERR_SUCCESS.rawValue, started.load(ordering: .acquiring) {
                     loop = mosquitto_loop(handle, 100, 1)
+                    if !answered { answered = connectedOnce.load(ordering: .relaxed) }
+                    if !answered, DispatchTime.now().uptimeNanoseconds > deadline {
+                        delegate?.mqttDisconnected(
+                            reason: "no answer from the broker at \(broker.host):\(broker.port) within \(options.connectTimeoutSeconds) s", refused: false)
+                        mosquitto_disconnect(handle)
+                        _ = mosquitto_loop(handle, 10, 1) // lets the disconnect go out
+                        break
+                    }
                 }
                 if connectedOnce.exchange(false, ordering: .relaxed) { delay = 1 } // it worked for a while: start over
             } else {
                 delegate?.mqttDisconnected(
-                    reason: "cannot reach the broker at \(options.broker.host):\(options.broker.port) (\(reason(rc)))", refused: false)
+                    reason: "cannot reach the broker at \(broker.host):\(broker.port) (\(reason(rc)))", refused: false)
             }
-            // Back off, waking every 100 ms to notice stop().
+            guard started.load(ordering: .acquiring) else { break }
+            // A broker that answered and then went away: the next one at once. A round of
+            // brokers that all failed: back off, waking every 100 ms to notice stop().
+            if rotation.advance(connected: answered) { continue }
             let until = DispatchTime.now().uptimeNanoseconds + UInt64(delay * 1e9)
             while started.load(ordering: .acquiring), DispatchTime.now().uptimeNanoseconds < until { usleep(100_000) }
             delay = min(delay * 2, 30)
@@ -215,5 +255,41 @@ public final class MQTTClient: Sendable {
         guard started.exchange(false, ordering: .acquiringAndReleasing) else { return }
         mosquitto_disconnect(handle)
         loopEnded.wait()
+    }
+}
+
+/// Which broker to try next. A round is one attempt at each broker; `advance` says whether the
+/// next attempt may follow at once (the round is not over) or after a back-off (every broker of
+/// the round failed without a connection).
+package struct BrokerRotation: Sendable {
+    private var brokers: [BrokerURL]
+    private let order: BrokerOrder
+    private var index = 0
+    /// Attempts in a row that got no connection.
+    private var failures = 0
+
+    package init(_ brokers: [BrokerURL], order: BrokerOrder) {
+        self.brokers = order == .random ? brokers.shuffled() : brokers
+        self.order = order
+    }
+
+    package var current: BrokerURL { brokers[index] }
+
+    /// Moves to the next broker; true when it may be tried at once.
+    package mutating func advance(connected: Bool) -> Bool {
+        failures = connected ? 0 : failures + 1
+        index += 1
+        if index == brokers.count {
+            index = 0
+            if order == .random { brokers.shuffle() }
+        }
+        // After a connection that ended: the next broker at once, unless it is the same one.
+        // After failures: at once until a whole round failed.
+        if connected { return brokers.count > 1 }
+        if failures >= brokers.count {
+            failures = 0
+            return false
+        }
+        return true
     }
 }

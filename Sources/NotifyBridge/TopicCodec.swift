@@ -4,9 +4,11 @@
 // observed as a namespace is the filter `darwin-notify/com/example/#`, which matches the topic of
 // `com.example` itself and of every `com.example.*`, never `com.examples`. Bytes a topic cannot
 // hold, or that would change its meaning, are written `%XX` (two upper-case hex digits):
-// `/` `+` `#` `%`, the C0 controls and DEL, and the C1 controls (U+0080–U+009F, whose UTF-8
-// bytes are escaped one by one). Everything else of a (valid UTF-8) name is kept as it is, so
-// the mapping is one-to-one and readable in `mosquitto_sub -v`.
+// `/` `+` `#` `%`, the space, the C0 controls and DEL, and the C1 controls (U+0080–U+009F, whose
+// UTF-8 bytes are escaped one by one); in a single level (a wormhole group, directory or
+// identifier) the dot too. No topic holds a `.` or a space: NATS's MQTT listener (before 2.10)
+// closes the connection of a client that publishes one. Everything else of a (valid UTF-8) name
+// is kept as it is, so the mapping is one-to-one and readable in `mosquitto_sub -v`.
 public enum TopicCodec {
     /// The root of post topics: `darwin-notify/<name levels>` (the issue's contract).
     public static let postRoot = "darwin-notify"
@@ -20,8 +22,8 @@ public enum TopicCodec {
     /// The levels of `name`: dots become `/`, other bytes escaped as above.
     public static func levels(of name: String) -> String { escape(name, dotsSeparateLevels: true) }
 
-    /// A single topic level holding `text` whole (dots kept): for wormhole groups, directories
-    /// and identifiers, which are one level each.
+    /// A single topic level holding `text` whole (dots escaped as `%2E`): for wormhole groups,
+    /// directories and identifiers, which are one level each.
     public static func level(_ text: String) -> String { escape(text, dotsSeparateLevels: false) }
 
     private static func escape(_ name: String, dotsSeparateLevels: Bool) -> String {
@@ -29,8 +31,8 @@ public enum TopicCodec {
         out.reserveCapacity(name.utf8.count)
         var previous: UInt8 = 0
         for byte in name.utf8 {
-            if byte == UInt8(ascii: "."), dotsSeparateLevels {
-                out.append(UInt8(ascii: "/"))
+            if byte == UInt8(ascii: ".") {
+                if dotsSeparateLevels { out.append(UInt8(ascii: "/")) } else { appendEscape(byte, to: &out) }
             } else if needsEscape(byte, after: previous) {
                 // A C1 control is two bytes (C2 80…C2 9F): its lead byte was already kept, so
                 // escape it retroactively together with this one.
@@ -113,7 +115,7 @@ public enum TopicCodec {
     private static func needsEscape(_ byte: UInt8, after previous: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "/"), UInt8(ascii: "+"), UInt8(ascii: "#"), UInt8(ascii: "%"): return true
-        case 0x00 ..< 0x20, 0x7F: return true
+        case 0x00 ... 0x20, 0x7F: return true // the C0 controls, the space, DEL
         case 0x80 ... 0x9F: return previous == 0xC2 // the second byte of a C1 control
         default: return false
         }

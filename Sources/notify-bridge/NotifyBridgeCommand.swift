@@ -19,8 +19,15 @@ struct NotifyBridgeCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The local bus: a D-Bus address, session, system or embedded (default: as notifyutil).", valueName: "address"))
     var bus: String?
 
-    @Option(help: ArgumentHelp("The broker: mqtt://HOST[:PORT] or mqtts://HOST[:PORT].", valueName: "url"))
-    var broker: String
+    @Option(name: .customLong("broker"),
+            help: ArgumentHelp("The broker: mqtt://HOST[:PORT] or mqtts://HOST[:PORT]. Repeat it, or give a comma-separated list, for the nodes of one cluster: one is used at a time, the next on a lost connection.", valueName: "url"))
+    var brokers: [String] = []
+
+    @Option(help: ArgumentHelp("The order the brokers are tried in: in-order (as listed) or random.", valueName: "order"))
+    var brokerOrder: String?
+
+    @Option(help: ArgumentHelp("Seconds an attempt may wait for the broker's answer (CONNACK) before the next broker is tried.", valueName: "seconds"))
+    var connectTimeout: Double = 10
 
     @Flag(help: "Use TLS (implied by mqtts:// and by --tls-ca-file).")
     var tls = false
@@ -74,7 +81,9 @@ struct NotifyBridgeCommand: ParsableCommand {
     var wormholeListener = "notify-bridge"
 
     func run() throws {
-        var arguments = BridgeArguments(broker: broker)
+        var arguments = BridgeArguments(brokers: brokers)
+        arguments.brokerOrder = brokerOrder
+        arguments.connectTimeout = connectTimeout
         arguments.bus = bus
         arguments.tls = tls
         arguments.caFile = caFile

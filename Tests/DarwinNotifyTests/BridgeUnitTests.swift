@@ -19,6 +19,7 @@ struct BridgeUnitTests {
             ("c1\u{85}x", "darwin-notify/c1%C2%85x"),
             ("ünï", "darwin-notify/ünï"),
             ("a..b", "darwin-notify/a//b"),
+            ("a b", "darwin-notify/a%20b"),
         ]
         for (name, topic) in vectors {
             #expect(TopicCodec.postTopic(name) == topic, "\(name)")
@@ -26,8 +27,22 @@ struct BridgeUnitTests {
         }
         #expect(TopicCodec.filter(root: TopicCodec.postRoot, namespace: "com.example") == "darwin-notify/com/example/#")
         #expect(TopicCodec.stateTopic("com.x") == "darwin-notify-state/com/x")
-        #expect(TopicCodec.level("group.com.example") == "group.com.example")
+        #expect(TopicCodec.level("group.com.example") == "group%2Ecom%2Eexample")
+        #expect(TopicCodec.text(fromLevel: "group.com.example") == nil, "a raw dot is not a level's spelling")
         #expect(TopicCodec.text(fromLevel: "a%2Fb") == "a/b")
+    }
+
+    @Test("no topic holds a dot or a space: NATS (before 2.10) closes the connection of a client that publishes one (issue 38)")
+    func topicsNATSTakes() {
+        let texts = ["group.com.example.app", "my settings", "com.example.a b", "a. .b", "ünï.x"]
+        for text in texts {
+            for topic in [TopicCodec.postTopic(text), TopicCodec.stateTopic(text), TopicCodec.level(text),
+                          TopicCodec.filter(root: TopicCodec.postRoot, namespace: text)] {
+                #expect(!topic.contains(".") && !topic.contains(" "), "\(text) → \(topic)")
+            }
+            #expect(TopicCodec.name(inTopic: TopicCodec.postTopic(text), root: TopicCodec.postRoot) == text)
+            #expect(TopicCodec.text(fromLevel: Substring(TopicCodec.level(text))) == text)
+        }
     }
 
     @Test("topics that no name makes are refused")
@@ -64,11 +79,35 @@ struct BridgeUnitTests {
         }
     }
 
+    @Test("several brokers: lists, order, failover at once after a loss, backoff once a whole round failed (issue 38)")
+    func brokerRotation() throws {
+        let urls = try BridgeArguments.brokerURLs(["mqtt://a:1, mqtt://b:2", "mqtt://c"])
+        #expect(urls == [BrokerURL(host: "a", port: 1, tls: false), BrokerURL(host: "b", port: 2, tls: false), BrokerURL(host: "c", port: 1883, tls: false)])
+        var rotation = BrokerRotation(urls, order: .inOrder)
+        var tried: [String] = []
+        var atOnce: [Bool] = []
+        // a connects then is lost, b and c fail, a fails (a whole round), then a connects.
+        for connected in [true, false, false, false, true] {
+            tried.append(rotation.current.host)
+            atOnce.append(rotation.advance(connected: connected))
+        }
+        #expect(tried == ["a", "b", "c", "a", "b"])
+        #expect(atOnce == [true, true, true, false, true], "back off only after three failures in a row")
+        // One broker: a lost connection is retried after a backoff, as before.
+        var single = BrokerRotation([urls[0]], order: .inOrder)
+        #expect(!single.advance(connected: true) && !single.advance(connected: false))
+        // Random: every broker once per round.
+        var random = BrokerRotation(urls, order: .random)
+        var round = Set<String>()
+        for _ in 0 ..< 3 { round.insert(random.current.host); _ = random.advance(connected: false) }
+        #expect(round == ["a", "b", "c"])
+    }
+
     @Test("dedupe: per origin and topic, later sequences only; a forged huge number mutes nothing; the table is bounded")
     func dedupe() {
         var table = Deduplicator(capacity: 2)
         let steps: [(String, String, UInt64, Bool)] = [
-            ("a", "t", 1, true), ("a", "t", 1, false), ("a", "t", 3, true), ("a", "t", 2, false),
+            ("a", "t", 1, true), ("a", "t", 1, false), ("a", "t", 3, true), ("a", "t", 2, true) /* late */, ("a", "t", 2, false),
             ("a", "u", 2, true), // another topic has its own floor
             ("b", "t", 1, true) /* forgets a/t */, ("a", "t", 1, true),
         ]
@@ -83,6 +122,28 @@ struct BridgeUnitTests {
         ]
         for (topic, sequence, expected) in steps2 {
             #expect(bridge.accept(origin: "A", topic: topic, sequence: sequence) == expected, "\(topic) \(sequence)")
+        }
+    }
+
+    @Test("dedupe: a message that arrives after a later one of its topic, never taken before, is taken (issue 38: NATS redelivers late)")
+    func dedupeLate() {
+        var table = Deduplicator()
+        let steps: [(UInt64, Bool)] = [(1, true), (3, true), (2, true) /* never taken: late, not a duplicate */, (2, false), (3, false)]
+        for (sequence, expected) in steps {
+            #expect(table.accept(origin: "a", topic: "q", sequence: sequence) == expected, "\(sequence)")
+        }
+        // The verdicts, and what a bounded memory does: past `memory` later ones, a late message
+        // can no longer be told from a duplicate and is dropped as one; a jump of 2^20 back is a
+        // new numbering.
+        var small = Deduplicator(capacity: 8, memory: 4)
+        let verdicts: [(UInt64, Deduplicator.Verdict)] = [
+            (10, .new), (12, .new), (11, .late), (11, .duplicate), (12, .duplicate), (9, .late),
+            (20, .new), (21, .new), (22, .new), (23, .new), // 6 remembered > 4 + 4/8: trimmed to 20…23
+            (13, .duplicate) /* older than what is remembered */, (21, .duplicate), (24, .new),
+            (24 + Deduplicator.window, .new), (24, .new) /* 2^20 back: a new numbering */, (25, .new),
+        ]
+        for (sequence, expected) in verdicts {
+            #expect(small.check(origin: "o", topic: "t", sequence: sequence) == expected, "\(sequence)")
         }
     }
 

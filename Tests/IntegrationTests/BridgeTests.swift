@@ -307,6 +307,66 @@ extension IntegrationSuites {
             #expect(try perUser.waitForExit() == 0)
         }
 
+        @Test("several brokers (issue 38): bad lists are refused with a sentence, exit 64")
+        func badBrokerLists() throws {
+            for (words, expected) in [
+                (["--broker", "mqtt://127.0.0.1:1,mqtts://127.0.0.1:2"], "mix mqtt:// and mqtts://"),
+                (["--broker", "mqtt://127.0.0.1:1", "--broker", "mqtt://127.0.0.1:1"], "listed twice"),
+                (["--broker", "mqtt://127.0.0.1:1,,mqtt://127.0.0.1:2"], "empty item"),
+                (["--broker", "mqtt://127.0.0.1:1,127.0.0.1:2"], "no scheme"),
+                (["--broker", "mqtt://127.0.0.1:1", "--broker-order", "sideways"], "is not in-order or random"),
+                (["--broker", "mqtt://127.0.0.1:1", "--connect-timeout", "0"], "--connect-timeout"),
+                ([], "no broker"),
+            ] {
+                let result = try run("notify-bridge", words + ["--export", "com.x"])
+                #expect(result.status == 64 && result.err.contains(expected), "\(words): \(result.status) \(result.err)")
+            }
+        }
+
+        @Test("several brokers (issue 38): every --broker is kept; a dead one is passed at once, a silent one after --connect-timeout, and the bridge serves through the live one")
+        func severalBrokers() throws {
+            let broker = try MosquittoBroker()
+            let dead = "mqtt://127.0.0.1:\(try freeLoopbackPort())"
+            let (silentFD, silentPort) = try silentListener() // takes connections, never answers
+            defer { close(silentFD) }
+            let hostA = try TestBus(), hostB = try TestBus()
+            let bridgeB = try startBridge(hostB, broker, ["--import", "com.sb"])
+            defer { withExtendedLifetime(bridgeB) {} }
+            // The live broker first, a dead one second: the bridge that kept only its last --broker
+            // never connected.
+            let first = try ChildProcess("notify-bridge", ["--bus", hostA.address, "--broker", broker.url, "--broker", dead, "--export", "com.sb"],
+                                         environment: hostA.environment)
+            try first.waitForStderr("ready:")
+            #expect(first.stderr.contains("connected to the broker at 127.0.0.1:\(broker.port)"), "\(first.stderr)")
+            first.kill(SIGTERM)
+            _ = try first.waitForExit()
+            // A silent broker, a dead one, then the live one, in order.
+            let bridgeA = try ChildProcess("notify-bridge", ["--bus", hostA.address, "--broker", "mqtt://127.0.0.1:\(silentPort),\(dead)", "--broker", broker.url,
+                                                             "--connect-timeout", "1", "--export", "com.sb"], environment: hostA.environment)
+            try bridgeA.waitForStderr("ready:")
+            #expect(bridgeA.stderr.contains("no answer from the broker at 127.0.0.1:\(silentPort) within 1.0 s"), "\(bridgeA.stderr)")
+            #expect(bridgeA.stderr.contains("cannot reach the broker at \(dead.dropFirst("mqtt://".count))"), "\(bridgeA.stderr)")
+            let watchB = try NamespaceWatcher("com.sb", on: hostB)
+            try notifyutilPost(["com.sb.crossed"], bus: hostA)
+            try watchB.waitFor("com.sb.crossed")
+        }
+
+        /// A TCP listener on 127.0.0.1 that never accepts: a connection succeeds (the kernel's
+        /// backlog) and nothing is ever said on it.
+        private func silentListener() throws -> (Int32, Int) {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw TestFailure("socket: \(errno)") }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let ok = withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            } && listen(fd, 8) == 0
+            guard ok else { close(fd); throw TestFailure("silent listener: \(errno)") }
+            return (fd, Int(UInt16(bigEndian: address.sin_port)))
+        }
+
         @Test("an unreachable broker: the bridge keeps running, says so, and connects once the broker is there")
         func unreachable() throws {
             let broker = try MosquittoBroker(start: false)

@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+
+/// notify-bridge on a broker cluster (issue 38): a 3-node NATS cluster with MQTT and JetStream,
+/// two "hosts" (private dbus-daemons, each with a bridge) on different nodes, and one node killed
+/// for good in the middle of a flood of posts, state sets and wormhole queue messages.
+extension IntegrationSuites {
+    @Suite("notify-bridge on a NATS cluster", .serialized,
+           .enabled(if: NatsCluster.available, "nats-server is not installed (apt-get install nats-server)"))
+    struct ClusterBridgeTests {
+        enum Victim { case importer, exporter }
+
+        @Test("the importer's node killed for good mid-flood: the importer moves to another node by itself; every post, the last state and every queue message arrive, none twice")
+        func importerNodeDies() throws { try flood(killing: .importer) }
+
+        @Test("the exporter's node killed for good mid-flood: the exporter moves to another node by itself; every post, the last state and every queue message arrive, none twice")
+        func exporterNodeDies() throws { try flood(killing: .exporter) }
+
+        /// A exports from node 0 (its list: 0, 1, 2), B imports from node 1 (its list: 1, 2, 0).
+        private func flood(killing victim: Victim) throws {
+            let cluster = try NatsCluster()
+            let hostA = try TestBus(), hostB = try TestBus()
+            let rootA = try makeTemporaryDirectory("containers-a"), rootB = try makeTemporaryDirectory("containers-b")
+            defer { for root in [rootA, rootB] { try? FileManager.default.removeItem(atPath: root) } }
+            let onA = hostA.environment.merging(["DARWIN_NOTIFY_CONTAINER_ROOT": rootA]) { $1 }
+            let onB = hostB.environment.merging(["DARWIN_NOTIFY_CONTAINER_ROOT": rootB]) { $1 }
+            let bridgeA = try ChildProcess("notify-bridge", ["--bus", hostA.address, "--broker", cluster.urls(startingAt: 0), "--client-id", "cluster-a",
+                                                             "--export", "com.c", "--wormhole", "group.c"], environment: onA)
+            let bridgeB = try ChildProcess("notify-bridge", ["--bus", hostB.address, "--broker", cluster.urls(startingAt: 1), "--client-id", "cluster-b",
+                                                             "--import", "com.c", "--wormhole", "group.c"], environment: onB)
+            try bridgeA.waitForStderr("ready:", timeout: 60)
+            try bridgeB.waitForStderr("ready:", timeout: 60)
+            let watchB = try NamespaceWatcher("com.c", on: hostB)
+            // The first queue message crossed: both sides' subscriptions are in place.
+            #expect(try run("wormhole", ["--transiting", "queue", "pass", "group.c", "jobs", "0"], environment: onA).status == 0)
+            try repeatUntil(timeout: 60, "the queue's first message to reach B", action: {}, done: {
+                (try? run("wormhole", ["--transiting", "queue", "read", "group.c", "jobs"], environment: onB).out) == "0\n"
+            })
+
+            let posts = (1 ... 2000).map { "com.c.p\($0)" }, messages = 200, states = 300
+            let poster = try ChildProcess("notifyutil", ["-z", "1"] + posts.flatMap { ["-p", $0] }, environment: hostA.environment)
+            let setter = try ChildProcess("notifyutil", ["-z", "5"] + (1 ... states).flatMap { ["-s", "com.c.level", "\($0)", "-p", "com.c.level"] },
+                                          environment: hostA.environment)
+            let wormhole = ChildProcess.productsDirectory + "/wormhole"
+            let passer = try ChildProcess("/bin/bash", ["-c", "for i in $(seq 1 \(messages)); do \(wormhole) --transiting queue pass group.c jobs $i || exit 1; done"],
+                                          environment: onA)
+            try repeatUntil(timeout: 60, "B to receive part of the flood", action: {}, done: { watchB.names.count >= 400 })
+            let killed = victim == .importer ? 1 : 0
+            try cluster.kill(killed)
+            for child in [poster, setter, passer] { #expect(try child.waitForExit(timeout: 120) == 0, "\(child.command): \(child.stderr)") }
+
+            // Everything arrives: a message the dead node had handed out and nobody acknowledged
+            // comes again after the cluster's ack_wait (2 s here), possibly after later ones.
+            let expected = Set(posts)
+            try repeatUntil(timeout: 90, "every post to reach B", action: {}, done: {
+                Set(watchB.names.filter { $0.hasPrefix("com.c.p") }).isSuperset(of: expected)
+            })
+            try repeatUntil(timeout: 60, "B's state to be the last one set", action: {}, done: {
+                (try? run("notifyutil", ["-g", "com.c.level"], environment: hostB.environment).out) == "com.c.level \(states)\n"
+            })
+            let reader = try ChildProcess("wormhole", ["--transiting", "queue", "listen", "group.c", "jobs", "--name", "checker", "--count", "\(messages + 1)"],
+                                          environment: onB)
+            #expect(try reader.waitForExit(timeout: 90) == 0, "\(reader.stderr)")
+            // None twice: every post once, every queue message once (and no more files than messages).
+            let seen = watchB.names.filter { $0.hasPrefix("com.c.p") }
+            #expect(seen.count == posts.count, "\(seen.count) posts seen for \(posts.count): \(Dictionary(grouping: seen) { $0 }.filter { $0.value.count > 1 }.keys.sorted())")
+            #expect(reader.lines.sorted() == (0 ... messages).map { "\($0)" }.sorted(), "\(reader.lines)")
+            // The bridge on the dead node moved to another by itself, and said so.
+            let moved = victim == .importer ? bridgeB : bridgeA
+            let others = [0, 1, 2].filter { $0 != killed }.map { "connected to the broker at 127.0.0.1:\(cluster.mqttPorts[$0])" }
+            #expect(moved.stderr.contains("lost the broker"), "\(moved.stderr)")
+            #expect(others.contains { moved.stderr.contains($0) }, "\(moved.stderr)")
+            // Every hand-over counted: nothing dropped, refused or invalid; A's posts all acknowledged.
+            for bridge in [bridgeA, bridgeB] { bridge.kill(SIGUSR1) }
+            try bridgeA.waitForStderr("stats ")
+            try bridgeB.waitForStderr("stats ")
+            let statsA = Self.counters(bridgeA.stderr), statsB = Self.counters(bridgeB.stderr)
+            print("cluster, \(victim)'s node killed: A \(statsA) B \(statsB)")
+            #expect(statsA["dropped"] == 0 && statsB["dropped"] == 0 && statsB["refused"] == 0 && statsB["invalid"] == 0, "A \(statsA) B \(statsB)")
+            // Out: everything published was acknowledged by the cluster.
+            #expect(statsA["waiting"] == 0 && statsA["acknowledged"] == statsA["exported"]! + statsA["states-exported"]! + statsA["wormhole-exported"]!, "\(statsA)")
+            // In: every message received is accounted for by one counter (docs/BRIDGE.md, "Counters").
+            let accounted = ["imported", "states-imported", "wormhole-imported", "unchanged", "duplicates", "coalesced",
+                             "states-superseded", "states-limited", "refused", "invalid"].reduce(0) { $0 + statsB[$1]! }
+            #expect(statsB["received"] == accounted, "\(statsB)")
+            // Each queue message stored once; posts of distinct names never coalesced (only the
+            // repeated com.c.level may be), and the late ones are counted.
+            #expect(statsB["wormhole-imported"] == UInt64(messages + 1), "\(statsB)")
+            #expect(statsB["imported"]! + statsB["coalesced"]! == UInt64(posts.count + states), "\(statsB)")
+            if statsB["late"] == 0 { #expect(seen == posts, "no late redelivery, so the poster's order holds") }
+        }
+
+        /// The last `stats` line's counters.
+        static func counters(_ stderr: String) -> [String: UInt64] {
+            guard let line = stderr.split(separator: "\n").last(where: { $0.contains("stats exported=") }),
+                  let start = line.range(of: "stats ") else { return [:] }
+            var result: [String: UInt64] = [:]
+            for field in line[start.upperBound...].split(separator: " ") {
+                let parts = field.split(separator: "=")
+                if parts.count == 2, let value = UInt64(parts[1]) { result[String(parts[0])] = value }
+            }
+            return result
+        }
+    }
+}
