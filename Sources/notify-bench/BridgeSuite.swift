@@ -65,8 +65,8 @@ private func bridgeRows(_ options: Options, through broker: BenchMQTT, label: St
     let tools = try ToolPair(broker)
     defer { tools.stop() }
     let rounds = max(2, options.rounds)
-    let perRound = max(200, min(options.samples, 3000) / rounds)
-    let burst = 20_000
+    let perRound = max(20, min(options.samples, 3000) / rounds)
+    let burst = options.samples >= 1000 ? 20_000 : 2_000 // CI's smoke run (--samples 20) only checks that it runs
     var ours: [[Double]] = [], theirs: [[Double]] = [], ourRates: [Double] = [], theirRates: [Double] = []
     func ourLatency() throws -> [Double] {
         var values: [Double] = []
@@ -130,7 +130,7 @@ private func bridgeRows(_ options: Options, through broker: BenchMQTT, label: St
     ]
 }
 
-/// The broker's own command-line clients (QoS 1, as the bridges use): a publisher and a
+/// The broker's own command-line clients (QoS 1 and a persistent session, as the bridges use): a publisher and a
 /// subscriber kept running across the latency rounds, and a pair per throughput round.
 final class ToolPair {
     private let broker: BenchMQTT
@@ -142,7 +142,8 @@ final class ToolPair {
     }
 
     private static func latencyPair(_ broker: BenchMQTT) throws -> (Process, FileHandle, Process, LineReader) {
-        let (sub, subOut) = try launchTool("mosquitto_sub", port: broker.subscribePort, ["-t", "ref/latency", "-q", "1"], feed: false)
+        let (sub, subOut) = try launchTool("mosquitto_sub", port: broker.subscribePort,
+                                           ["-t", "ref/latency", "-q", "1"] + persistentSession("lat"), feed: false)
         let (pub, pubIn) = try launchTool("mosquitto_pub", port: broker.publishPort, ["-t", "ref/latency", "-q", "1", "-l"], feed: true)
         let reader = LineReader(subOut)
         // Until the subscription is in place, messages vanish: send until one comes back.
@@ -175,7 +176,8 @@ final class ToolPair {
     /// `messages` lines into mosquitto_pub -l at once, until mosquitto_sub -C has them all.
     func throughput(messages: Int) throws -> Double {
         let topic = "ref/burst/\(UInt32.random(in: 0 ... .max))"
-        let (sub, subOut) = try launchTool("mosquitto_sub", port: broker.subscribePort, ["-t", topic, "-q", "1", "-C", "\(messages + 1)"], feed: false)
+        let (sub, subOut) = try launchTool("mosquitto_sub", port: broker.subscribePort,
+                                           ["-t", topic, "-q", "1", "-C", "\(messages + 1)"] + persistentSession("burst"), feed: false)
         let (pub, pubIn) = try launchTool("mosquitto_pub", port: broker.publishPort, ["-t", topic, "-q", "1", "-l"], feed: true)
         let reader = LineReader(subOut)
         repeat { pubIn.write(Data("ready\n".utf8)) } while reader.line(timeout: 0.2) == nil
@@ -188,6 +190,13 @@ final class ToolPair {
         pub.waitUntilExit()
         return Double(messages) / elapsed
     }
+}
+
+/// The subscriber keeps a persistent session, as an importing bridge does (clean session off, a
+/// client id of its own): on a cluster that stores sessions (NATS's JetStream) each acknowledgement
+/// is then a replicated write for the tools as for the bridge, so like is compared with like.
+private func persistentSession(_ role: String) -> [String] {
+    ["-c", "-i", "notify-bench-ref-\(role)-\(getpid())-\(UInt32.random(in: 0 ... .max))"]
 }
 
 /// Runs a mosquitto client against 127.0.0.1:`port`: its stdout, or its stdin when `feed`.
