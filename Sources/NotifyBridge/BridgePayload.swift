@@ -98,8 +98,9 @@ public struct BridgePayload: Equatable, Sendable {
 }
 
 /// Tells redeliveries from late messages: per (origin, topic), the sequences taken, exactly, up to
-/// `memory` of them (the newest), in a bounded table (the oldest pair is forgotten first, which
-/// only lets a very late duplicate of it through).
+/// `memory` of them (the newest), in a table bounded by pairs (`capacity`) and by sequences in all
+/// (`budget`); the oldest pair is forgotten first, which only lets a very late duplicate of it
+/// through.
 ///
 /// A broker may hand a message out again (QoS 1 after a lost acknowledgement: a duplicate), and a
 /// cluster may hand one out *late*, after later ones of its topic: NATS redelivers what a dead node
@@ -135,44 +136,57 @@ public struct Deduplicator: Sendable {
     private var taken: [String: Taken] = [:]
     private var order: [String] = []
     private var head = 0
+    /// Sequences remembered, over all pairs.
+    private var total = 0
     public let capacity: Int
     public let memory: Int
+    /// Sequences remembered in all, at most: past it the oldest pairs are forgotten, so a client
+    /// that writes on thousands of topics holds the table to this (8 bytes each), not to
+    /// `capacity × memory`.
+    public let budget: Int
     public static let window: UInt64 = 1 << 20
 
-    public init(capacity: Int = 4096, memory: Int = 4096) {
+    public init(capacity: Int = 4096, memory: Int = 4096, budget: Int = 1 << 18) {
         self.capacity = capacity
         self.memory = memory
+        self.budget = max(budget, memory + memory / 8 + 1)
     }
 
     /// Whether the message is new, late or a duplicate; records it unless it is a duplicate.
     public mutating func check(origin: String, topic: String, sequence: UInt64) -> Verdict {
         let key = origin + "\n" + topic
-        guard var entry = taken[key] else {
+        // Taken out of the table while it changes, so its array is not shared (copied) on write.
+        guard var entry = taken.removeValue(forKey: key) else {
             makeRoom()
             order.append(key)
             taken[key] = Taken(sequences: [sequence])
+            total += 1
+            keepToBudget()
             return .new
         }
-        let newest = entry.sequences[entry.sequences.count - 1]
-        let verdict: Verdict
+        let before = entry.sequences.count
+        let newest = entry.sequences[before - 1]
+        var verdict = Verdict.new
         if sequence > newest {
             entry.sequences.append(sequence)
-            verdict = .new
         } else if newest - sequence >= Deduplicator.window {
             entry = Taken(sequences: [sequence]) // a new numbering
-            verdict = .new
         } else {
             let index = Self.lowerBound(entry.sequences, sequence)
-            if index < entry.sequences.count && entry.sequences[index] == sequence { return .duplicate }
-            if index == 0 && !entry.complete { return .duplicate } // older than what is remembered
-            entry.sequences.insert(sequence, at: index)
-            verdict = .late
+            if (index < before && entry.sequences[index] == sequence) || (index == 0 && !entry.complete) {
+                verdict = .duplicate // taken before, or older than what is remembered
+            } else {
+                entry.sequences.insert(sequence, at: index)
+                verdict = .late
+            }
         }
         if entry.sequences.count > memory + memory / 8 { // trimmed in steps, not per message
             entry.sequences.removeFirst(entry.sequences.count - memory)
             entry.complete = false
         }
+        total += entry.sequences.count - before
         taken[key] = entry
+        keepToBudget()
         return verdict
     }
 
@@ -181,12 +195,25 @@ public struct Deduplicator: Sendable {
         check(origin: origin, topic: topic, sequence: sequence) != .duplicate
     }
 
-    /// Forgets the oldest pair when the table is full; the order list is compacted now and then.
+    /// Forgets the oldest pair when the table is full.
     private mutating func makeRoom() {
-        guard taken.count >= capacity else { return }
+        if taken.count >= capacity { forgetOldest() }
+    }
+
+    /// Forgets the oldest pairs while more sequences than `budget` are remembered.
+    private mutating func keepToBudget() {
+        while total > budget, forgetOldest() {}
+    }
+
+    /// Forgets the oldest pair still in the table; the order list is compacted now and then.
+    @discardableResult
+    private mutating func forgetOldest() -> Bool {
         while head < order.count, taken[order[head]] == nil { head += 1 }
-        if head < order.count { taken[order[head]] = nil; head += 1 }
+        guard head < order.count, let gone = taken.removeValue(forKey: order[head]) else { return false }
+        total -= gone.sequences.count
+        head += 1
         if head > capacity { order.removeFirst(head); head = 0 }
+        return true
     }
 
     private static func lowerBound(_ sorted: [UInt64], _ value: UInt64) -> Int {

@@ -147,6 +147,21 @@ struct BridgeUnitTests {
         }
     }
 
+    @Test("dedupe: the sequences remembered in all are bounded; past the budget the oldest pair is forgotten")
+    func dedupeBudget() {
+        var table = Deduplicator(capacity: 100, memory: 4, budget: 10)
+        for (topic, count) in [("k0", 4), ("k1", 3), ("k2", 3)] {
+            for sequence in 1 ... UInt64(count) { #expect(table.check(origin: "o", topic: topic, sequence: sequence) == .new) }
+        }
+        #expect(table.check(origin: "o", topic: "k3", sequence: 1) == .new) // 11 > 10: k0 forgotten
+        #expect(table.check(origin: "o", topic: "k0", sequence: 4) == .new, "forgotten: a very late duplicate passes")
+        #expect(table.check(origin: "o", topic: "k1", sequence: 3) == .duplicate, "still remembered")
+        // A flood of topics from one client stays within the budget (the default: 2^18 sequences).
+        var flooded = Deduplicator()
+        for topic in 0 ..< 4096 { for sequence in 1 ... 80 { _ = flooded.check(origin: "x", topic: "t\(topic)", sequence: UInt64(sequence)) } }
+        #expect(flooded.check(origin: "x", topic: "t4095", sequence: 80) == .duplicate)
+    }
+
     @Test("namespaces: arg0namespace semantics; the minimal set has no overlap")
     func namespaces() {
         #expect(Namespaces.contains("com.x", "com.x") && Namespaces.contains("com.x", "com.x.y"))
