@@ -36,8 +36,6 @@ public struct MQTTOptions: Sendable {
     /// broker's several addresses), so a session resumes on any of them. At least one.
     public var brokers: [BrokerURL]
     public var order: BrokerOrder = .inOrder
-    /// The first broker (the only one, for most bridges).
-    public var broker: BrokerURL { brokers[0] }
     /// An attempt that has no answer (CONNACK) within this many seconds moves on to the next broker.
     public var connectTimeoutSeconds: Double = 10
     public var clientID: String
