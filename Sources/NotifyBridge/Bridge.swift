@@ -71,6 +71,10 @@ public struct BridgeCounters: Sendable, Equatable, CustomStringConvertible {
     public var duplicates: UInt64 = 0
     /// Taken although a later message of their topic came first (a cluster's late redelivery).
     public var late: UInt64 = 0
+    /// Taken after a later message of their origin on another topic (out of the origin's order:
+    /// a failover where a node acknowledged later messages and died before an earlier one, which
+    /// was sent again). The late ones are not counted here.
+    public var reordered: UInt64 = 0
     /// Late posts of a name already posted since: coalesced into that post, as notify(3) does.
     public var coalesced: UInt64 = 0
     /// States and wormhole `file` messages equal to what this host has already: nothing to do.
@@ -90,7 +94,7 @@ public struct BridgeCounters: Sendable, Equatable, CustomStringConvertible {
             + "wormhole-exported=\(wormholeExported) wormhole-imported=\(wormholeImported) duplicates=\(duplicates) "
             + "dropped=\(dropped) refused=\(refused) invalid=\(invalid) states-limited=\(statesLimited) "
             + "states-superseded=\(statesSuperseded) states-republished=\(statesRepublished) "
-            + "acknowledged=\(acknowledged) waiting=\(waiting) received=\(received) late=\(late) coalesced=\(coalesced) unchanged=\(unchanged)"
+            + "acknowledged=\(acknowledged) waiting=\(waiting) received=\(received) late=\(late) reordered=\(reordered) coalesced=\(coalesced) unchanged=\(unchanged)"
     }
 }
 
@@ -553,9 +557,12 @@ public final class Bridge: MQTTClientDelegate, Sendable {
 
     /// Whether to take the message: new, or late as `late` says; every other outcome is counted.
     private func accept(_ payload: BridgePayload, topic: String, late: LateMessage) -> Bool {
-        let verdict = dedupe.withLock { $0.check(origin: payload.origin, topic: topic, sequence: payload.sequence) }
+        let (verdict, behind) = dedupe.withLock { table in
+            let verdict = table.check(origin: payload.origin, topic: topic, sequence: payload.sequence)
+            return (verdict, verdict == .new && table.behind(origin: payload.origin, sequence: payload.sequence))
+        }
         switch (verdict, late) {
-        case (.new, _): return true
+        case (.new, _): if behind { counters.withLock { $0.reordered += 1 } }; return true
         case (.duplicate, _): counters.withLock { $0.duplicates += 1 }; return false
         case (.late, .take): counters.withLock { $0.late += 1 }; return true
         case (.late, .coalesce): counters.withLock { $0.late += 1; $0.coalesced += 1 }; return false

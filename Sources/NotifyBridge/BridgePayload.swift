@@ -134,6 +134,8 @@ public struct Deduplicator: Sendable {
     }
 
     private var taken: [String: Taken] = [:]
+    /// Per origin, the newest sequence taken on any topic (at most `capacity` origins).
+    private var newestOfOrigin: [String: UInt64] = [:]
     private var order: [String] = []
     private var head = 0
     /// Sequences remembered, over all pairs.
@@ -189,6 +191,26 @@ public struct Deduplicator: Sendable {
         keepToBudget()
         return verdict
     }
+
+    /// Whether a message taken comes after a later one of its origin, on any topic: out of the
+    /// origin's order (counted `reordered`). A sequence `window` or more below the newest is a new
+    /// numbering, not out of order. Records the newest per origin; an origin past `capacity`
+    /// pushes out another (which only misses an out-of-order message of that one).
+    public mutating func behind(origin: String, sequence: UInt64) -> Bool {
+        guard let newest = newestOfOrigin[origin] else {
+            if newestOfOrigin.count >= capacity { newestOfOrigin.remove(at: newestOfOrigin.startIndex) }
+            newestOfOrigin[origin] = sequence
+            return false
+        }
+        if sequence > newest || newest - sequence >= Deduplicator.window {
+            newestOfOrigin[origin] = sequence
+            return false
+        }
+        return sequence < newest
+    }
+
+    /// How many origins `behind` remembers now.
+    public var originsRemembered: Int { newestOfOrigin.count }
 
     /// Whether the message is to be taken (new or late); records it when it is.
     public mutating func accept(origin: String, topic: String, sequence: UInt64) -> Bool {

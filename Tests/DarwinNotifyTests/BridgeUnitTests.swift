@@ -147,6 +147,33 @@ struct BridgeUnitTests {
         }
     }
 
+    @Test("dedupe: a message taken after a later one of its origin on another topic is out of order (counted `reordered`), within one numbering")
+    func dedupeReordered() {
+        // Issue 38's exporter failover: the exporter's node acknowledged p328…p333 and died before
+        // acknowledging p327, which the exporter sent again to the next node, so p327 came after
+        // p333. Each is new on its own topic (never `late`), but not in its origin's order.
+        var table = Deduplicator()
+        let steps: [(String, String, UInt64, Bool)] = [
+            ("a", "p1", 1, false), ("a", "p3", 3, false), ("a", "p2", 2, true) /* behind 3 */, ("a", "p4", 4, false),
+            ("b", "p1", 1, false) /* another origin's numbering */, ("a", "p5", 5 + Deduplicator.window, false),
+            ("a", "p6", 5, false) /* 2^20 back: a new numbering, not out of order */, ("a", "p7", 6, false),
+            ("a", "p8", 4, true) /* behind 6 in the new numbering */,
+        ]
+        for (origin, topic, sequence, expected) in steps {
+            let verdict = table.check(origin: origin, topic: topic, sequence: sequence)
+            let behind = table.behind(origin: origin, sequence: sequence)
+            #expect(verdict == .new, "\(topic)")
+            #expect(behind == expected, "\(origin) \(sequence)")
+        }
+        // Bounded: at most `capacity` origins remembered.
+        var small = Deduplicator(capacity: 2)
+        for origin in ["x", "y", "z"] {
+            let behind = small.behind(origin: origin, sequence: 10)
+            #expect(!behind)
+        }
+        #expect(small.originsRemembered <= 2)
+    }
+
     @Test("dedupe: the sequences remembered in all are bounded; past the budget the oldest pair is forgotten")
     func dedupeBudget() {
         var table = Deduplicator(capacity: 100, memory: 4, budget: 10)
