@@ -335,12 +335,15 @@ extension IntegrationSuites {
             // No post needed: a reconnected poster asks again (Query) and connects.
             let again = try command(poster, "peers 1") { $0.hasPrefix("peers ") }
             #expect(again == "peers 1")
-            let before = try stats(observer)["fast_delivered"]!
+            // Sent directly again: counted where it is decided, at the poster. (Which copy reaches
+            // the observer first is a race the bus may win on a loaded machine: CI saw the
+            // observer take all 100 by the bus once, each direct copy dropped as a duplicate.)
+            let before = try stats(poster)["sent"]!
             _ = try command(poster, "post fp.restart 100") { $0.hasPrefix("posted fp.restart 100 ") }
             try observer.waitForLine(timeout: 30) { $0 == "got fp.restart 201" }
             #expect(received(observer, "fp.restart") == Array(1...201))
-            let seen = try stats(observer)
-            #expect(seen["fast_delivered"]! - before >= 90 && seen["gaps"] == 0, "directly again after the restart: \(seen)")
+            let sent = try stats(poster), seen = try stats(observer)
+            #expect(sent["sent"]! - before >= 90 && seen["gaps"] == 0, "directly again after the restart: poster \(sent), observer \(seen)")
             for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
         }
     }
