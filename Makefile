@@ -52,7 +52,7 @@ DBUS_LIBS   := $(shell pkg-config --libs dbus-1)
 LIB_CFLAGS  := $(CFLAGS) -std=gnu11 -fPIC -Wall -D_GNU_SOURCE -DDARWIN_NOTIFY_VERSION='"$(VERSION)"' \
                $(CPPFLAGS) $(DBUS_CFLAGS)
 
-SRCS := $(wildcard Shims/CNotify/*/*.c)
+SRCS := $(wildcard Shims/CNotify/*/*.c Shims/CNotify/transport/*/*.c)
 OBJS := $(patsubst Shims/CNotify/%.c,$(BUILD)/obj/%.o,$(SRCS))
 HEADERS := Shims/CNotify/include/notify.h Shims/CNotify/include/notify_keys.h Shims/CNotify/include/darwin_notify.h Shims/CNotify/include/darwin_notify_distributed.h
 MANPAGES := $(wildcard man/*.1 man/*.3 man/*.5 man/*.7 man/*.8)
@@ -68,7 +68,7 @@ all: lib data $(if $(filter 1,$(WITH_CLI)),cli)
 
 lib: $(BUILD)/$(REALNAME) $(BUILD)/$(LIBNAME).a $(BUILD)/darwin-notify.pc $(BUILD)/darwin-notifyd
 
-$(BUILD)/obj/%.o: Shims/CNotify/%.c $(wildcard Shims/CNotify/*/*.h) $(HEADERS) VERSION
+$(BUILD)/obj/%.o: Shims/CNotify/%.c $(wildcard Shims/CNotify/*/*.h Shims/CNotify/transport/*/*.h) $(HEADERS) VERSION
 	@grep -q '"$(VERSION)"' Shims/CNotify/base/version_number.h || { \
 	    echo "VERSION says $(VERSION) but Shims/CNotify/base/version_number.h does not: set both"; exit 1; }
 	@mkdir -p $(dir $@)

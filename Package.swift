@@ -55,6 +55,8 @@ let package = Package(
             name: "CNotify",
             dependencies: ["CDBus"],
             path: "Shims/CNotify",
+            // The unit tests beside the modules (.ci/unit builds and runs them) are not the library's.
+            exclude: ["base/tests", "transport/bus/tests", "transport/fast/tests"],
             publicHeadersPath: "include",
             cSettings: [.define("_GNU_SOURCE")],
             // Not libdispatch: notify_register_dispatch finds it at run time (dispatch_api.c).

@@ -480,6 +480,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "dispatch")) return cmd_dispatch(argc, argv);
     if (!strcmp(cmd, "suspend")) return cmd_suspend(argc, argv);
     if (!strcmp(cmd, "self")) return cmd_self(argc, argv);
+    if (!strcmp(cmd, "check")) return cmd_check(argc, argv);
     if (!strcmp(cmd, "state")) return cmd_state(argc, argv);
     if (!strcmp(cmd, "guard")) return cmd_guard(argc, argv);
     if (!strcmp(cmd, "conf-check")) return cmd_conf_check(argc, argv);

@@ -48,6 +48,7 @@ int cmd_fp_reconnect(int argc, char **argv);
 int cmd_dispatch(int argc, char **argv);
 int cmd_suspend(int argc, char **argv);
 int cmd_self(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 int cmd_state(int argc, char **argv);
 int cmd_guard(int argc, char **argv);
 int cmd_conf_check(int argc, char **argv);

@@ -236,6 +236,35 @@ int cmd_self(int argc, char **argv) {
     return 0;
 }
 
+/* check NAME: notify_check on the process-wide center, as a macOS program uses it: true on the
+ * first call, then only after a post (its own, on the bus: waited for up to 10 s), and
+ * NOTIFY_STATUS_INVALID_TOKEN once cancelled. One line per step. */
+int cmd_check(int argc, char **argv) {
+    if (argc < 1) return fail("usage: check NAME", NOTIFY_STATUS_INVALID_REQUEST);
+    const char *name = argv[0];
+    int tok = -1, check = -1;
+    line("register: %u", notify_register_check(name, &tok));
+    line("valid: %d", notify_is_valid_token(tok));
+    uint32_t st = notify_check(tok, &check);
+    line("first: %u %d", st, check);
+    st = notify_check(tok, &check);
+    line("unchanged: %u %d", st, check);
+    line("post: %u", notify_post(name));
+    check = 0;
+    for (int i = 0; i < 1000 && check == 0; i++) {
+        if ((st = notify_check(tok, &check)) != NOTIFY_STATUS_OK) break;
+        if (!check) usleep(10000);
+    }
+    line("after post: %u %d", st, check);
+    st = notify_check(tok, &check);
+    line("again: %u %d", st, check);
+    line("cancel: %u", notify_cancel(tok));
+    line("valid: %d", notify_is_valid_token(tok));
+    line("cancel again: %u", notify_cancel(tok));
+    line("check cancelled: %u", notify_check(tok, &check));
+    return 0;
+}
+
 /* state set NAME VALUE | state get NAME | state cancelled NAME | state get-many NAME COUNT:
  * through a token, as a macOS program would; prints the status (and the value; for get-many,
  * "values=V" when every get read V, else "values=differ"). */

@@ -1,5 +1,5 @@
 /*
- * fuzz_fast_frame.c: libFuzzer over the fast path's frame parser (transport/fast_wire.c,
+ * fuzz_fast_frame.c: libFuzzer over the fast path's frame parser (transport/fast/fast_wire.c,
  * docs/PROTOCOL.md "Fast path", "Frames"), the one parser a peer that is not on the bus can reach.
  * Every input is parsed as a receiver parses it; what parses must be one of the three frames, with
  * the fields the contract promises, and must build back to the same bytes. Built and run by
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../../Shims/CNotify/transport/fast.h"
+#include "../../Shims/CNotify/transport/fast/fast.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > CN_FAST_FRAME_MAX) return 0; /* the reader never hands more (MSG_TRUNC: refused) */

@@ -152,7 +152,7 @@ extension IntegrationSuites {
             let dir = try makeTemporaryDirectory("reload")
             let root = ExamplesTests.root
             let cc = try run("/bin/sh", ["-c", """
-                cd "$1" && cc -O2 -shared -fPIC -D_GNU_SOURCE -DDARWIN_NOTIFY_VERSION="\\"$(cat VERSION)\\"" Shims/CNotify/*/*.c \
+                cd "$1" && cc -O2 -shared -fPIC -D_GNU_SOURCE -DDARWIN_NOTIFY_VERSION="\\"$(cat VERSION)\\"" Shims/CNotify/*/*.c Shims/CNotify/transport/*/*.c \
                 $(pkg-config --cflags --libs dbus-1) -lpthread -o "$2/libCNotify.so" && \
                 cc Examples/reload-daemon/reload_daemon.c -I Shims/CNotify/include -L "$2" -lCNotify -Wl,-rpath,"$2" -o "$2/reload_daemon"
                 """, "sh", root, dir])

@@ -13,7 +13,6 @@ extension IntegrationSuites {
         let center: NotifyCenter
         init() throws {
             bus = try TestBus()
-            setenv("DARWIN_NOTIFY_STATE_DIR", bus.directory + "/state", 1)
             center = try NotifyCenter(bus: bus.address)
         }
 
@@ -133,6 +132,11 @@ extension IntegrationSuites {
 
         @Test("state by name and by token; a cancelled token's state is .invalidToken")
         func state() throws {
+            // The state lives where this bus's state lives by default (a test never changes its
+            // own process's environment): removed at the end; another process finds it the same way.
+            let directory = try NotifyCenter.stateDirectory(bus: bus.address)
+            #expect(directory.hasPrefix("/tmp/darwin-notify-state-") || ProcessInfo.processInfo.environment["DARWIN_NOTIFY_STATE_DIR"] != nil)
+            defer { if directory.hasPrefix("/tmp/darwin-notify-state-") { try? FileManager.default.removeItem(atPath: directory) } }
             try center.setState(7, for: "swift.tok.state")
             #expect(try center.state(of: "swift.tok.state") == 7)
             let token = try center.checkingToken("swift.tok.state")
@@ -140,7 +144,7 @@ extension IntegrationSuites {
             try token.setState(UInt64.max)
             #expect(try center.state(of: "swift.tok.state") == UInt64.max)
             // Another process reads it.
-            let other = try run("cnotify-probe", ["state", "get", "swift.tok.state"], environment: bus.environment)
+            let other = try run("cnotify-probe", ["state", "get", "swift.tok.state"], environment: ["DARWIN_NOTIFY_BUS": bus.address])
             #expect(other.out == "get swift.tok.state: OK 18446744073709551615\n")
             token.cancel()
             expectError(NotifyError.Code.invalidToken, "(state of a cancelled token)") { () throws(NotifyError) in _ = try token.state() }

@@ -25,14 +25,30 @@ typedef struct cn_pipe {
     int rfd, wfd;
     int refs;                 /* tokens writing to this pipe (under tokens.c's lock) */
 } cn_pipe;
-typedef struct {
-    cn_pipe *pipe;
-    int sig;
-    const cn_token_target_ops *target_ops;
-    void *target;
-    CNotify_token_handler handler;
-    void *context;
-    CNotify_release release;
+/* What a token does on each post besides counting (Libnotify's NOTIFY_TYPE_*): one kind, and
+ * tokens.c's one switch on it (`deliver`, with what freeing, cancelling and suspending it mean). */
+typedef enum cn_token_type {
+    CN_TOKEN_CHECK = 0,         /* notify_register_check: counted, read by notify_check */
+    CN_TOKEN_FD,                /* notify_register_file_descriptor: the token written to a pipe */
+    CN_TOKEN_SIGNAL,            /* notify_register_signal: a signal raised in this process */
+    CN_TOKEN_HANDLER,           /* CNotify_register_handler: a function called on delivery */
+    CN_TOKEN_TARGET,            /* notify_register_dispatch: a target's table (dispatch_api.c) */
+} cn_token_type;
+typedef struct cn_token_kind {
+    cn_token_type type;
+    union {
+        cn_pipe *pipe;                                  /* CN_TOKEN_FD */
+        int sig;                                        /* CN_TOKEN_SIGNAL */
+        struct {
+            CNotify_token_handler fn;
+            void *context;
+            CNotify_release release;
+        } handler;                                      /* CN_TOKEN_HANDLER */
+        struct {
+            const cn_token_target_ops *ops;
+            void *target;
+        } target;                                       /* CN_TOKEN_TARGET */
+    } u;
 } cn_token_kind;
 
 /* Registers a token on `c` (NULL: the default center). On failure the caller keeps what the

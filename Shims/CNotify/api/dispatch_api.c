@@ -54,7 +54,7 @@ static void find_dispatch_fns(void) {
 typedef struct cn_dispatch_target {
     cn_queue_ref queue;        /* retained */
     cn_block_ref handler;      /* copied (_Block_copy) */
-    pthread_mutex_t mu;
+    cn_mutex mu;
     pthread_cond_t idle;
     int cancelled;
     int running;               /* runs in progress, on any thread */
@@ -72,19 +72,19 @@ static __thread cn_dispatch_target *tl_running; /* the target whose handler this
 static void run_job(void *p) {
     cn_dispatch_job *job = p;
     cn_dispatch_target *d = job->d;
-    pthread_mutex_lock(&d->mu);
+    cn_mutex_lock(&d->mu);
     int run = !d->cancelled;
     if (run) d->running++;
-    pthread_mutex_unlock(&d->mu);
+    cn_mutex_unlock(&d->mu);
     if (run) {
         cn_dispatch_target *outer = tl_running;
         tl_running = d;
         d->handler->invoke(d->handler, job->token);
         tl_running = outer;
-        pthread_mutex_lock(&d->mu);
+        cn_mutex_lock(&d->mu);
         d->running--;
         pthread_cond_broadcast(&d->idle);
-        pthread_mutex_unlock(&d->mu);
+        cn_mutex_unlock(&d->mu);
     }
     job->done(job->ctx); /* may free d: the token's last reference */
     free(job);
@@ -100,17 +100,17 @@ static void target_fire(void *target, int token, void (*done)(void *), void *ctx
 
 static void target_cancel(void *target) {
     cn_dispatch_target *d = target;
-    pthread_mutex_lock(&d->mu);
+    cn_mutex_lock(&d->mu);
     d->cancelled = 1;
-    while (d->running > (tl_running == d ? 1 : 0)) pthread_cond_wait(&d->idle, &d->mu);
-    pthread_mutex_unlock(&d->mu);
+    while (d->running > (tl_running == d ? 1 : 0)) cn_cond_wait(&d->idle, &d->mu);
+    cn_mutex_unlock(&d->mu);
 }
 
 static void target_free(void *target) {
     cn_dispatch_target *d = target;
     dispatch_fns.release(d->queue);
     dispatch_fns.block_release(d->handler);
-    pthread_mutex_destroy(&d->mu);
+    cn_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->idle);
     free(d);
 }
@@ -141,7 +141,7 @@ static uint32_t register_dispatch(const char *name, int *out_token, cn_queue_ref
         cn_set_error("the blocks runtime could not copy the handler");
         return NOTIFY_STATUS_FAILED;
     }
-    pthread_mutex_init(&d->mu, NULL);
+    cn_mutex_init(&d->mu, CN_LOCK_DISPATCH);
     pthread_cond_init(&d->idle, NULL);
     static const cn_token_target_ops ops = { target_fire, target_cancel, target_free };
     st = cn_register_target(name, &ops, d, out_token);

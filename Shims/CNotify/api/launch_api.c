@@ -1,7 +1,7 @@
 /*
  * launch_api.c: the public entry point of launch on post (CNotify_launch_check_in,
  * darwin_notify.h): argument checks first, as in every public function, then the bus's check-in
- * (transport/bus_launch.c), which has no center: a job's events come from the launcher alone.
+ * (transport/bus/bus_launch.c), which has no center: a job's events come from the launcher alone.
  */
 #include <string.h>
 #include "api.h"
@@ -14,5 +14,5 @@ uint32_t CNotify_launch_check_in(const char *job, const char *bus, CNotify_launc
         return NOTIFY_STATUS_INVALID_REQUEST;
     }
     CN_RETURN_IF_FORKED();
-    return cn_launch_check_in(job, bus, handler, context);
+    return cn_transport_launch_check_in(job, bus, handler, context);
 }

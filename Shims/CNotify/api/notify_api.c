@@ -23,7 +23,7 @@ uint32_t notify_post(const char *name) {
 
 uint32_t CNotify_center_register_check(CNotify_center *c, const char *name, int *out_token) {
     cn_clear_error();
-    return cn_token_add(c, name, (cn_token_kind){0}, out_token);
+    return cn_token_add(c, name, (cn_token_kind){ .type = CN_TOKEN_CHECK }, out_token);
 }
 
 uint32_t notify_register_check(const char *name, int *out_token) {
@@ -61,7 +61,7 @@ uint32_t CNotify_center_register_signal(CNotify_center *c, const char *name, int
         cn_set_error("%d is not a signal number (1 to %d)", sig, SIGRTMAX);
         return NOTIFY_STATUS_INVALID_SIGNAL;
     }
-    return cn_token_add(c, name, (cn_token_kind){ .sig = sig }, out_token);
+    return cn_token_add(c, name, (cn_token_kind){ .type = CN_TOKEN_SIGNAL, .u.sig = sig }, out_token);
 }
 
 uint32_t notify_register_signal(const char *name, int sig, int *out_token) {
@@ -72,11 +72,11 @@ uint32_t CNotify_center_register_handler(CNotify_center *c, const char *name, CN
                                          void *context, CNotify_release release, int *out_token) {
     cn_clear_error();
     CN_RETURN_IF_NULL(handler, "handler");
-    return cn_token_add(c, name, (cn_token_kind){ .handler = handler, .context = context, .release = release }, out_token);
+    return cn_token_add(c, name, (cn_token_kind){ .type = CN_TOKEN_HANDLER, .u.handler = { handler, context, release } }, out_token);
 }
 
 uint32_t cn_register_target(const char *name, const cn_token_target_ops *ops, void *target, int *out_token) {
-    return cn_token_add(NULL, name, (cn_token_kind){ .target_ops = ops, .target = target }, out_token);
+    return cn_token_add(NULL, name, (cn_token_kind){ .type = CN_TOKEN_TARGET, .u.target = { ops, target } }, out_token);
 }
 
 uint32_t notify_register_file_descriptor(const char *name, int *notify_fd, int flags, int *out_token) {
@@ -111,7 +111,7 @@ uint32_t CNotify_center_register_file_descriptor(CNotify_center *c, const char *
         if (!pipe) { close(fds[0]); close(fds[1]); cn_set_error("out of memory"); return NOTIFY_STATUS_FAILED; }
         pipe->rfd = fds[0]; pipe->wfd = fds[1]; pipe->refs = 1;
     }
-    st = cn_token_add(c, name, (cn_token_kind){ .pipe = pipe }, out_token);
+    st = cn_token_add(c, name, (cn_token_kind){ .type = CN_TOKEN_FD, .u.pipe = pipe }, out_token);
     if (st != NOTIFY_STATUS_OK) {
         cn_pipe_release(pipe);
         return st;

@@ -24,39 +24,134 @@
 #include "../include/darwin_notify_distributed.h"
 
 /*
- * ---- Lock order (the one table; docs/DESIGN.md copies it) ----
- * A thread that holds a lock of a row may take only locks of the rows below it. Callbacks run
- * with delivery.lock held and may call any public function, which is why it is the outermost.
- * No lock of this table is held while waiting for room, the bus or a file.
+ * ---- lock_order.c: the lock order, the one table (docs/DESIGN.md points here), and its check ----
+ * Every lock of the core is a cn_mutex (or the gate's cn_rwlock) made with its level below. A
+ * thread that holds a lock may take only locks of a higher level (further down the list). No lock
+ * of this table is held while waiting for room, the bus or a file; a condition wait gives its own
+ * lock back and takes it again, and takes nothing else meanwhile.
  *
- *   lock (owner)                          guards                                       notes
- *   centers_lock (center/lifecycle.c)     the process-wide list of centers            the exit-time flush takes the rows below
- *   delivery.lock (center/delivery.c)     one callback of a center at a time          held around every callback
- *   registry.lock (center/registry.c)     names, namespaces, entries, pins, running   cond: registry.cond; one per
- *                                         registry (posts, distributed), never held together
- *   subs.lock (center/subscriptions.c)    the subscription set (key -> refs, gen)     cond: subs.cond; sends rules, never waits
- *   start_lock (transport/bus_transport.c)  the first connection
- *   link.lock (transport/bus_link.c)  conn, gen, identity, address, waiters      short: copies out, never waits
- *   gate (transport/bus_gate.c)       shared: a send into libdbus;               rwlock, writer-preferring;
- *                                         exclusive: the loop thread in a handler     around one non-blocking libdbus call
- *   [libdbus's connection lock]           (inside libdbus)                            it calls bus_watches.c with it held
- *   leaves: watches.lock (bus_watches.c), rules.lock (bus_rules.c), room.lock (bus_gate.c),
- *   endpoint.lock (transport/fast_endpoint.c), peers.lock (transport/fast_peers.c: taken with
- *   outbox.lock held, for a post's non-blocking direct copies; never across connecting or the bus),
- *   senders (bus_receive.c, loop thread only), outbox.lock and outbox.restricted_lock
- *   (center/outbox.c; restricted_lock is taken before outbox.lock), delivery.self_lock,
- *   state.lock (never across the file system), the notice lock, a completion's lock
- *   (base/completion.c), tokens.lock then a token's mu (api/notify_api.c), a dispatch target's mu,
- *   once_lock (transport/bus_launch.c: whether this process has checked in with the launcher).
- *   A leaf is held while no other lock is taken, except as the pairs named.
+ * The order is the code's: a run of every test built with -DCN_LOCK_ORDER_RECORD (lock_order.c)
+ * listed each pair (held, taken) seen, 45 pairs over 22 locks, no circle; this order is one that
+ * puts each pair's first above its second (docs/DESIGN.md, "Locks", lists the pairs).
+ *
+ * Debug builds (SwiftPM's, -DDEBUG; or -DCN_LOCK_CHECK=1) check it: each thread keeps the locks
+ * it holds, and taking one whose level is not above every lock held aborts, naming both
+ * (cn_lock_order_take). CN_ASSERT_HELD asks that list too. A trylock never waits, so it is not
+ * checked, only noted as held. Release builds keep nothing.
  */
+typedef enum cn_lock_level {
+    CN_LOCK_DELIVERY = 1,       /* delivery.lock (center/delivery.c): one callback of a center at a time, held around
+                                 * every callback, which may call any public function: so it comes first */
+    CN_LOCK_CENTERS,            /* centers_lock (center/lifecycle.c): the list of centers (a callback may make or
+                                 * destroy one); the exit-time flush takes link, gate and room under it */
+    CN_LOCK_TOKENS,             /* tok_lock (api/tokens.c): the token table */
+    CN_LOCK_TOKEN,              /* a token's mu (api/tokens.c): its suspension */
+    CN_LOCK_REGISTRY,           /* registry.lock (center/registry.c): names, namespaces, entries; cond: registry.cond; one
+                                 * per registry (posts, distributed), never two held together */
+    CN_LOCK_START,              /* start_lock (transport/bus/bus_transport.c): the first connection; its `connected`
+                                 * subscribes every key (subs.lock) and joins the loop (loop.lock) under it */
+    CN_LOCK_SUBS,               /* subs.lock (center/subscriptions.c): the subscription set; cond: subs.cond; sends rules */
+    CN_LOCK_RULES,              /* rules.lock (transport/bus/bus_rules.c): which connection holds the plain-interface or
+                                 * catch-all rule; held across the gate to send AddMatch */
+    CN_LOCK_RESTRICTED,         /* outbox.restricted_lock (center/outbox.c): restricted posts leave in their order */
+    CN_LOCK_OUTBOX,             /* outbox.lock (center/outbox.c): a name's next number and its send */
+    CN_LOCK_PEERS,              /* peers.lock (transport/fast/fast_peers.c): the peers and their connections; held across
+                                 * a post's non-blocking direct copies and a connection's Sync, sent by the bus */
+    CN_LOCK_LINK,               /* link.lock (transport/bus/bus_link.c): the connection, its generation and identity,
+                                 * awaited replies; copied out, never waited under */
+    CN_LOCK_GATE,               /* the gate's rwlock (transport/bus/bus_gate.c): shared around one non-blocking send into
+                                 * libdbus; exclusive while the loop thread handles a watch or timeout */
+    CN_LOCK_LIBDBUS,            /* [libdbus's connection lock, not ours: it calls bus_watches.c with it held] */
+    CN_LOCK_WATCHES,            /* watches.lock (transport/bus/bus_watches.c): the watch and timeout arrays */
+    /* Leaves: nothing is taken under them. */
+    CN_LOCK_ROOM,               /* room_lock (transport/bus/bus_gate.c): posters waiting for the bus to take its queue */
+    CN_LOCK_ENDPOINT,           /* endpoint.lock (transport/fast/fast_announce.c): the bucket counts */
+    CN_LOCK_LOOP,               /* loop.lock (loop/loop.c): the sources */
+    CN_LOCK_DISPATCH,           /* a dispatch target's mu (api/dispatch_api.c): its runs */
+    CN_LOCK_SELF,               /* delivery.self_lock (center/delivery.c): the queue of `self.` posts */
+    CN_LOCK_STATE,              /* state.lock (center/state.c): the resolved directories; never across the file system */
+    CN_LOCK_LAUNCH,             /* once_lock (transport/bus/bus_launch.c): whether this process checked in */
+    CN_LOCK_POLICY,             /* policy_lock (base/policy.c): the parsed notify.conf files */
+    CN_LOCK_COMPLETION,         /* a completion's lock (base/completion.c): a reply awaited */
+    CN_LOCK_NOTICE,             /* the notice lock (base/notice.c) */
+    CN_LOCK_LEVELS
+} cn_lock_level;
+/* The level's lock, as the table names it. */
+const char *cn_lock_level_name(int level);
 
-/* A lock the caller must hold (functions named *_locked). Debug builds check it: trylock fails
- * with EBUSY on a mutex someone holds, so this catches a caller that holds nothing. */
-static inline int cn_mutex_is_held(pthread_mutex_t *m) {
-    int r = pthread_mutex_trylock(m);
-    if (r == 0) pthread_mutex_unlock(m);
+typedef struct cn_mutex {
+    pthread_mutex_t m;
+    int level;                  /* cn_lock_level */
+} cn_mutex;
+#define CN_MUTEX_INITIALIZER(level) { PTHREAD_MUTEX_INITIALIZER, (level) }
+typedef struct cn_rwlock {
+    pthread_rwlock_t rw;
+    int level;
+} cn_rwlock;
+
+#if !defined(CN_LOCK_CHECK) && defined(DEBUG)
+#define CN_LOCK_CHECK 1
+#endif
+#if CN_LOCK_CHECK
+/* Before taking `lock` of `level`: aborts, naming both, when a lock of this level or a higher one
+ * is held by this thread. Then notes it held. */
+void cn_lock_order_take(const void *lock, int level);
+/* Notes `lock` held with no check (a trylock that succeeded). */
+void cn_lock_order_note(const void *lock, int level);
+void cn_lock_order_drop(const void *lock);
+int cn_lock_order_holds(const void *lock);
+#else
+#define cn_lock_order_take(lock, level) ((void)0)
+#define cn_lock_order_note(lock, level) ((void)0)
+#define cn_lock_order_drop(lock) ((void)0)
+#endif
+
+static inline void cn_mutex_init(cn_mutex *m, cn_lock_level level) {
+    pthread_mutex_init(&m->m, NULL);
+    m->level = (int)level;
+}
+static inline void cn_mutex_destroy(cn_mutex *m) { pthread_mutex_destroy(&m->m); }
+static inline void cn_mutex_lock(cn_mutex *m) {
+    cn_lock_order_take(m, m->level);
+    pthread_mutex_lock(&m->m);
+}
+static inline int cn_mutex_trylock(cn_mutex *m) {
+    int r = pthread_mutex_trylock(&m->m);
+    if (r == 0) cn_lock_order_note(m, m->level);
+    return r;
+}
+static inline void cn_mutex_unlock(cn_mutex *m) {
+    cn_lock_order_drop(m);
+    pthread_mutex_unlock(&m->m);
+}
+static inline int cn_cond_wait(pthread_cond_t *c, cn_mutex *m) { return pthread_cond_wait(c, &m->m); }
+static inline int cn_cond_timedwait(pthread_cond_t *c, cn_mutex *m, const struct timespec *deadline) {
+    return pthread_cond_timedwait(c, &m->m, deadline);
+}
+static inline void cn_rwlock_rdlock(cn_rwlock *l) {
+    cn_lock_order_take(l, l->level);
+    pthread_rwlock_rdlock(&l->rw);
+}
+static inline void cn_rwlock_wrlock(cn_rwlock *l) {
+    cn_lock_order_take(l, l->level);
+    pthread_rwlock_wrlock(&l->rw);
+}
+static inline void cn_rwlock_unlock(cn_rwlock *l) {
+    cn_lock_order_drop(l);
+    pthread_rwlock_unlock(&l->rw);
+}
+
+/* A lock the caller must hold (functions named *_locked). Checked builds ask the thread's list;
+ * otherwise (assert on, no list) trylock fails with EBUSY on a mutex someone holds, which catches
+ * a caller that holds nothing. */
+static inline int cn_mutex_is_held(cn_mutex *m) {
+#if CN_LOCK_CHECK
+    return cn_lock_order_holds(m);
+#else
+    int r = pthread_mutex_trylock(&m->m);
+    if (r == 0) pthread_mutex_unlock(&m->m);
     return r == EBUSY;
+#endif
 }
 #define CN_ASSERT_HELD(m) assert(cn_mutex_is_held(m))
 

@@ -9,7 +9,7 @@
 /* Once per sentence per process (a small table of their hashes; past it, notices are still
  * printed). */
 void cn_notice(const char *fmt, ...) {
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static cn_mutex lock = CN_MUTEX_INITIALIZER(CN_LOCK_NOTICE);
     static uint64_t said[32];
     static size_t count;
     char line[1024];
@@ -18,10 +18,10 @@ void cn_notice(const char *fmt, ...) {
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     uint64_t h = cn_fnv1a64(line, CN_FNV64_OFFSET_BASIS);
-    pthread_mutex_lock(&lock);
+    cn_mutex_lock(&lock);
     int repeated = 0;
     for (size_t i = 0; i < count; i++) repeated |= said[i] == h;
     if (!repeated && count < sizeof said / sizeof said[0]) said[count++] = h;
-    pthread_mutex_unlock(&lock);
+    cn_mutex_unlock(&lock);
     if (!repeated) fprintf(stderr, "darwin-notify: %s\n", line);
 }

@@ -27,7 +27,7 @@
 #define CN_CONF_RECHECK_MS 1000
 #define CN_CONF_FILES_MAX 256
 
-static pthread_mutex_t policy_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf */
+static cn_mutex policy_lock = CN_MUTEX_INITIALIZER(CN_LOCK_POLICY);
 static cn_conf current;
 static uint64_t current_sig, checked_at_ms;
 static int loaded, refreshing;
@@ -157,12 +157,12 @@ static void notice_problem(void *ctx, const char *file, unsigned line, const cha
  * while reading. */
 static void refresh_files(int force) {
     uint64_t now = cn_now_ms();
-    pthread_mutex_lock(&policy_lock);
+    cn_mutex_lock(&policy_lock);
     int due = !refreshing && (!loaded || force || now - checked_at_ms >= CN_CONF_RECHECK_MS);
     if (due) refreshing = 1;
     uint64_t had = current_sig;
     int was_loaded = loaded;
-    pthread_mutex_unlock(&policy_lock);
+    cn_mutex_unlock(&policy_lock);
     if (!due) return;
     cn_conf_files files;
     list_files(NULL, &files);
@@ -172,7 +172,7 @@ static void refresh_files(int force) {
     int changed = !was_loaded || sig != had;
     if (changed) read_all(&fresh, &files, 1, notice_problem, NULL);
     free_files(&files);
-    pthread_mutex_lock(&policy_lock);
+    cn_mutex_lock(&policy_lock);
     if (changed) {
         cn_conf old = current;
         current = fresh;
@@ -182,7 +182,7 @@ static void refresh_files(int force) {
     }
     checked_at_ms = now;
     refreshing = 0;
-    pthread_mutex_unlock(&policy_lock);
+    cn_mutex_unlock(&policy_lock);
     cn_conf_free(&fresh);
 }
 
@@ -199,10 +199,10 @@ int cn_policy_reserve(const char *name, cn_conf_reserve *out) {
 }
 
 int cn_policy_reserve_cached(const char *name, cn_conf_reserve *out) {
-    pthread_mutex_lock(&policy_lock);
+    cn_mutex_lock(&policy_lock);
     const cn_conf_reserve *r = cn_conf_reserve_of(&current, name);
     if (r) *out = (cn_conf_reserve){ NULL, r->uid, r->gid, r->access };
-    pthread_mutex_unlock(&policy_lock);
+    cn_mutex_unlock(&policy_lock);
     return r != NULL;
 }
 
@@ -251,14 +251,14 @@ uint32_t CNotify_name_access(const char *name, uint32_t uid, const uint32_t *gid
         return NOTIFY_STATUS_NOT_AUTHORIZED;
     }
     refresh();
-    pthread_mutex_lock(&policy_lock);
+    cn_mutex_lock(&policy_lock);
     const cn_conf_reserve *r = cn_conf_reserve_of(&current, name);
     int ok = cn_conf_allows(r, (uid_t)uid, (const gid_t *)gids, ngids, access);
     if (!ok)
         cn_set_error("%.200s is reserved by notify.conf (reserve %.200s %u %u %03x): uid %u may not %s it", name,
                      r->prefix, (unsigned)r->uid, (unsigned)r->gid, (unsigned)r->access, (unsigned)uid,
                      access == CNOTIFY_ACCESS_WRITE ? "post or set" : "observe");
-    pthread_mutex_unlock(&policy_lock);
+    cn_mutex_unlock(&policy_lock);
     return ok ? NOTIFY_STATUS_OK : NOTIFY_STATUS_NOT_AUTHORIZED;
 }
 
@@ -267,7 +267,7 @@ size_t CNotify_conf_lines(CNotify_conf_line each, void *context) {
     if (!each) return 0;
     refresh();
     /* Copied under the lock, handed out without it: `each` may call back into the core. */
-    pthread_mutex_lock(&policy_lock);
+    cn_mutex_lock(&policy_lock);
     size_t nm = current.nmonitors, ns = current.nsets, n = nm + ns;
     char **names = calloc(n ? n : 1, sizeof *names), **paths = calloc(nm ? nm : 1, sizeof *paths);
     uint64_t *values = calloc(ns ? ns : 1, sizeof *values);
@@ -278,7 +278,7 @@ size_t CNotify_conf_lines(CNotify_conf_line each, void *context) {
         ok = (names[nm + i] = strdup(current.sets[i].name)) != NULL;
         values[i] = current.sets[i].value;
     }
-    pthread_mutex_unlock(&policy_lock);
+    cn_mutex_unlock(&policy_lock);
     if (ok) {
         for (size_t i = 0; i < nm; i++) each(context, "monitor", names[i], paths[i], 0);
         for (size_t i = 0; i < ns; i++) each(context, "set", names[nm + i], NULL, values[i]);

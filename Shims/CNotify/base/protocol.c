@@ -2,7 +2,7 @@
  * protocol.c: the pure parts of the wire and file contract, one section per section of
  * docs/PROTOCOL.md: bucket interfaces (with hash.c's FNV-1a), match rules and their escaping,
  * sequence numbering, origins, and the names of state files. The Post message itself is built and
- * parsed by the bus transport (transport/bus_wire.c). Another implementation can be checked against it
+ * parsed by the bus transport (transport/bus/bus_wire.c). Another implementation can be checked against it
  * through the CNotify_protocol_* functions (include/darwin_notify.h).
  */
 #include <stdio.h>

@@ -35,7 +35,7 @@ typedef struct cn_name_slot {
 } cn_name_slot;
 #define CN_SLOT_INLINE 2
 typedef struct cn_registry {
-    pthread_mutex_t lock;
+    cn_mutex lock;
     pthread_cond_t cond;            /* an invocation ended */
     cn_map names;                   /* name -> cn_name_slot */
     cn_map namespaces;              /* namespace -> cn_name_slot */
@@ -70,7 +70,7 @@ void cn_registry_end_run(cn_registry *r, cn_entry *e, int ran);
 
 /* ---- subscriptions.c: which keys the transport must bring, counted ---- */
 typedef struct cn_subscriptions {
-    pthread_mutex_t lock;
+    cn_mutex lock;
     pthread_cond_t cond;            /* a subscription settled */
     cn_map keys[CN_KEY_KINDS];      /* by cn_key_kind: key -> cn_subscription */
 } cn_subscriptions;
@@ -112,8 +112,8 @@ typedef struct cn_delivery_owner {
 } cn_delivery_owner;
 typedef struct cn_delivery {
     cn_delivery_owner owner;
-    pthread_mutex_t lock;           /* held around every callback */
-    pthread_mutex_t self_lock;      /* the queue of `self.` posts not yet delivered */
+    cn_mutex lock;           /* held around every callback */
+    cn_mutex self_lock;      /* the queue of `self.` posts not yet delivered */
     struct cn_queued_post *self_head, *self_tail;
     _Atomic int self_queued;
     _Atomic int destroy_wanted;     /* destroyed: nothing more is delivered; deferred: ... */
@@ -142,8 +142,8 @@ void cn_deliver_distributed(CNotify_center *c, const cn_received_distributed *po
 
 /* ---- outbox.c: numbering and sending posts ---- */
 typedef struct cn_outbox {
-    pthread_mutex_t lock;           /* post_counts: short, never across a send */
-    pthread_mutex_t restricted_lock;/* restricted posts leave in the order of their numbers */
+    cn_mutex lock;           /* post_counts: short, never across a send */
+    cn_mutex restricted_lock;/* restricted posts leave in the order of their numbers */
     cn_map post_counts;             /* name -> posts so far by this origin (the sequence) */
     cn_map distributed_counts;      /* the same for distributed posts, numbered apart */
     uint64_t origin;                /* who we are, whatever connection carries our posts */
@@ -158,7 +158,7 @@ int cn_outbox_is_ours(cn_outbox *o, uint64_t origin);
 
 /* ---- state.c: the values of names ---- */
 typedef struct cn_state_store {
-    pthread_mutex_t lock;
+    cn_mutex lock;
     char *dir;                      /* D, resolved and checked once */
     char *plain;                    /* D/plain (or the plain.* in use), found once; NULL to find again */
     char uid_dir[PATH_MAX];         /* the last uid.N directory found ... */

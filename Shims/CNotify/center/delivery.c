@@ -29,14 +29,14 @@ static cn_queued_post *self_pop(cn_delivery *d);
 
 void cn_delivery_init(cn_delivery *d, cn_delivery_owner owner) {
     d->owner = owner;
-    pthread_mutex_init(&d->lock, NULL);
-    pthread_mutex_init(&d->self_lock, NULL);
+    cn_mutex_init(&d->lock, CN_LOCK_DELIVERY);
+    cn_mutex_init(&d->self_lock, CN_LOCK_SELF);
 }
 
 void cn_delivery_free(cn_delivery *d) {
     for (cn_queued_post *p; (p = self_pop(d));) free(p);
-    pthread_mutex_destroy(&d->lock);
-    pthread_mutex_destroy(&d->self_lock);
+    cn_mutex_destroy(&d->lock);
+    cn_mutex_destroy(&d->self_lock);
 }
 
 int cn_in_delivery(CNotify_center *c) { return tl_delivering == c; }
@@ -108,11 +108,11 @@ static void deliver_locked(CNotify_center *c, const cn_received_post *post) { wi
 /* ---- the `self.` queue ---- */
 
 static cn_queued_post *self_pop(cn_delivery *d) {
-    pthread_mutex_lock(&d->self_lock);
+    cn_mutex_lock(&d->self_lock);
     cn_queued_post *p = d->self_head;
     if (p && !(d->self_head = p->next)) d->self_tail = NULL;
     if (p) atomic_fetch_sub_explicit(&d->self_queued, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&d->self_lock);
+    cn_mutex_unlock(&d->self_lock);
     return p;
 }
 
@@ -130,9 +130,9 @@ static void deliver_self_queue_locked(CNotify_center *c) {
  * never stranded. Then, if a callback of this thread destroyed the center, its owner finishes it. */
 static void self_queue_kick(CNotify_center *c) {
     while (atomic_load_explicit(&c->delivery.self_queued, memory_order_acquire) > 0 && !destroy_wanted(c)) {
-        if (pthread_mutex_trylock(&c->delivery.lock) != 0) break;
+        if (cn_mutex_trylock(&c->delivery.lock) != 0) break;
         deliver_self_queue_locked(c);
-        pthread_mutex_unlock(&c->delivery.lock);
+        cn_mutex_unlock(&c->delivery.lock);
     }
     if (claim_destroy(c)) c->delivery.owner.destroyed(c->delivery.owner.ctx); /* c is gone */
 }
@@ -144,15 +144,15 @@ uint32_t cn_deliver_self(CNotify_center *c, const char *name) {
     p->next = NULL;
     memcpy(p->name, name, len);
     cn_delivery *d = &c->delivery;
-    pthread_mutex_lock(&d->self_lock);
+    cn_mutex_lock(&d->self_lock);
     if (d->self_tail) d->self_tail->next = p; else d->self_head = p;
     d->self_tail = p;
     atomic_fetch_add_explicit(&d->self_queued, 1, memory_order_release);
-    pthread_mutex_unlock(&d->self_lock);
+    cn_mutex_unlock(&d->self_lock);
     if (cn_in_delivery(c)) return NOTIFY_STATUS_OK; /* delivered when this callback returns */
-    pthread_mutex_lock(&d->lock);
+    cn_mutex_lock(&d->lock);
     deliver_self_queue_locked(c);
-    pthread_mutex_unlock(&d->lock);
+    cn_mutex_unlock(&d->lock);
     self_queue_kick(c);
     return NOTIFY_STATUS_OK;
 }
@@ -193,15 +193,15 @@ void cn_deliver_distributed(CNotify_center *c, const cn_received_distributed *po
                                       post->has_seq ? post->seq : 0, from_this_center, post->options };
     /* CNotify_center_current_post inside a handler describes this one: its sender and number. */
     cn_received_post current = { post->name, post->sender, post->origin, post->seq, post->has_seq };
-    pthread_mutex_lock(&c->delivery.lock);
+    cn_mutex_lock(&c->delivery.lock);
     with_delivering_locked(c, &current, run_distributed, &note);
-    pthread_mutex_unlock(&c->delivery.lock);
+    cn_mutex_unlock(&c->delivery.lock);
     self_queue_kick(c);
 }
 
 void cn_deliver(CNotify_center *c, const cn_received_post *post) {
-    pthread_mutex_lock(&c->delivery.lock);
+    cn_mutex_lock(&c->delivery.lock);
     deliver_locked(c, post);
-    pthread_mutex_unlock(&c->delivery.lock);
+    cn_mutex_unlock(&c->delivery.lock);
     self_queue_kick(c); /* `self.` posts made by these callbacks */
 }

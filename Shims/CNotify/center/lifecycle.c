@@ -16,34 +16,34 @@
 
 /* ---- the process-wide list: every live center is flushed when the process exits ---- */
 
-static pthread_mutex_t centers_lock = PTHREAD_MUTEX_INITIALIZER;
+static cn_mutex centers_lock = CN_MUTEX_INITIALIZER(CN_LOCK_CENTERS);
 static CNotify_center **centers;
 static size_t ncenters;
 
 void cn_center_flush_all(int timeout_ms) {
     if (cn_is_forked_child()) return; /* the connections are the parent's */
-    pthread_mutex_lock(&centers_lock);
+    cn_mutex_lock(&centers_lock);
     for (size_t i = 0; i < ncenters; i++) centers[i]->transport->ops->flush(centers[i]->transport, timeout_ms);
-    pthread_mutex_unlock(&centers_lock);
+    cn_mutex_unlock(&centers_lock);
 }
 
 static void flush_all_at_exit(void) { cn_center_flush_all(2000); }
 
 static int list_add(CNotify_center *c) {
     static int registered_atexit;
-    pthread_mutex_lock(&centers_lock);
+    cn_mutex_lock(&centers_lock);
     CNotify_center **n = realloc(centers, (ncenters + 1) * sizeof *n);
     if (n) { centers = n; centers[ncenters++] = c; }
     if (!registered_atexit) { registered_atexit = 1; atexit(flush_all_at_exit); }
-    pthread_mutex_unlock(&centers_lock);
+    cn_mutex_unlock(&centers_lock);
     return n ? 0 : -1;
 }
 
 static void list_remove(CNotify_center *c) {
-    pthread_mutex_lock(&centers_lock);
+    cn_mutex_lock(&centers_lock);
     for (size_t i = 0; i < ncenters; i++)
         if (centers[i] == c) { centers[i] = centers[--ncenters]; break; }
-    pthread_mutex_unlock(&centers_lock);
+    cn_mutex_unlock(&centers_lock);
 }
 
 /* ---- what the transport reports (loop thread) ---- */
@@ -121,7 +121,8 @@ static void loop_ended(void *ctx) {
 
 static void destroyed_in_callback(void *ctx) { cn_center_dispose(ctx); }
 
-static CNotify_center *center_alloc(const char *bus, int resolved, cn_bus_kind kind, char *address) {
+/* `place`: the bus resolved already (its address taken), or NULL: resolved at the start. */
+static CNotify_center *center_alloc(const char *bus, cn_transport_place *place) {
     cn_fork_guard_install();
     CNotify_center *c = calloc(1, sizeof *c);
     if (!c) return NULL;
@@ -136,8 +137,8 @@ static CNotify_center *center_alloc(const char *bus, int resolved, cn_bus_kind k
                                    .distributed_arrived = on_distributed_arrived,
                                    .distributed_dropped = on_distributed_dropped, .connected = on_connected,
                                    .disconnected = on_disconnected };
-    /* The bus, with the same-host fast path around it (transport/fast.h). */
-    c->transport = cn_fast_transport_new(bus, resolved, kind, address, &c->loop, events);
+    /* The transport the entry point picks for the spec (transport/transports.c). */
+    c->transport = cn_transport_open(bus, place, &c->loop, events);
     atomic_init(&c->lifecycle, CN_LIFE_LIVE);
     cn_registry_init(&c->registry);
     cn_registry_init(&c->distributed);
@@ -155,7 +156,7 @@ static CNotify_center *center_alloc(const char *bus, int resolved, cn_bus_kind k
 static CNotify_center *default_center;
 static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 
-static void make_default(void) { default_center = center_alloc(NULL, 0, CN_BUS_ADDRESS, NULL); }
+static void make_default(void) { default_center = center_alloc(NULL, NULL); }
 
 CNotify_center *cn_center_default(void) {
     pthread_once(&default_once, make_default);
@@ -164,11 +165,11 @@ CNotify_center *cn_center_default(void) {
 }
 
 CNotify_center *cn_center_new(const char *bus, uint32_t *status) {
-    cn_bus_kind kind;
-    char *address = NULL;
-    *status = cn_resolve_bus(bus, &kind, &address); /* a bad address fails here, not at the first post */
+    cn_transport_place place;
+    *status = cn_transport_resolve(bus, &place); /* a bad address fails here, not at the first post */
     if (*status != NOTIFY_STATUS_OK) return NULL;
-    CNotify_center *c = center_alloc(bus, 1, kind, address);
+    CNotify_center *c = center_alloc(bus, &place);
+    free(place.address); /* NULL once the transport took it */
     if (c) return c;
     cn_set_error("out of memory (or of file descriptors) making a center");
     *status = NOTIFY_STATUS_FAILED;
@@ -209,18 +210,14 @@ uint32_t cn_center_flush(CNotify_center *c, int timeout_ms) { return c->transpor
 
 const char *cn_center_address(CNotify_center *c) { return c->transport->ops->address(c->transport); }
 
-void cn_center_set_fast_path(CNotify_center *c, int enabled) {
-    if (c->transport->ops->set_fast_path) c->transport->ops->set_fast_path(c->transport, enabled);
-}
+void cn_center_set_fast_path(CNotify_center *c, int enabled) { cn_transport_set_fast_path(c->transport, enabled); }
 
 void cn_center_fast_path_stats(CNotify_center *c, CNotify_fast_path_stats *out) {
-    memset(out, 0, sizeof *out);
-    if (c->transport->ops->fast_path_stats) c->transport->ops->fast_path_stats(c->transport, out);
+    cn_transport_fast_path_stats(c->transport, out);
 }
 
 void cn_center_fast_path_guards(CNotify_center *c, CNotify_fast_path_guards *out) {
-    memset(out, 0, sizeof *out);
-    if (c->transport->ops->fast_path_guards) c->transport->ops->fast_path_guards(c->transport, out);
+    cn_transport_fast_path_guards(c->transport, out);
 }
 
 void cn_center_stats(CNotify_center *c, CNotify_stats *out) {

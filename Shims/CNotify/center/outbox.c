@@ -15,15 +15,15 @@
 #include "center.h"
 
 void cn_outbox_init(cn_outbox *o) {
-    pthread_mutex_init(&o->lock, NULL);
-    pthread_mutex_init(&o->restricted_lock, NULL);
+    cn_mutex_init(&o->lock, CN_LOCK_OUTBOX);
+    cn_mutex_init(&o->restricted_lock, CN_LOCK_RESTRICTED);
 }
 
 void cn_outbox_free(cn_outbox *o) {
     cn_map_clear(&o->post_counts, NULL);
     cn_map_clear(&o->distributed_counts, NULL);
-    pthread_mutex_destroy(&o->lock);
-    pthread_mutex_destroy(&o->restricted_lock);
+    cn_mutex_destroy(&o->lock);
+    cn_mutex_destroy(&o->restricted_lock);
 }
 
 int cn_outbox_set_origin(cn_outbox *o) { return cn_origin_new(&o->origin); }
@@ -43,15 +43,15 @@ static void bound_counts_locked(cn_outbox *o) {
 
 static uint32_t number_and_send(CNotify_center *c, const char *name, int restricted) {
     cn_outbox *o = &c->outbox;
-    pthread_mutex_lock(&o->lock);
+    cn_mutex_lock(&o->lock);
     bound_counts_locked(o);
     cn_outgoing_post post = { name, cn_post_next_seq(&o->post_counts, name), o->origin, restricted };
     if (!restricted) { /* the send never waits: room was awaited before (cn_outbox_post) */
         uint32_t st = c->transport->ops->send(c->transport, &post);
-        pthread_mutex_unlock(&o->lock);
+        cn_mutex_unlock(&o->lock);
         return st;
     }
-    pthread_mutex_unlock(&o->lock);
+    cn_mutex_unlock(&o->lock);
     return c->transport->ops->send(c->transport, &post); /* under restricted_lock: in order */
 }
 
@@ -59,9 +59,9 @@ uint32_t cn_outbox_post(CNotify_center *c, const char *name, int restricted) {
     uint32_t st = c->transport->ops->ready(c->transport);
     if (st != NOTIFY_STATUS_OK) return st;
     if (!restricted) return number_and_send(c, name, 0);
-    pthread_mutex_lock(&c->outbox.restricted_lock);
+    cn_mutex_lock(&c->outbox.restricted_lock);
     st = number_and_send(c, name, 1);
-    pthread_mutex_unlock(&c->outbox.restricted_lock);
+    cn_mutex_unlock(&c->outbox.restricted_lock);
     return st;
 }
 
@@ -71,19 +71,19 @@ uint32_t cn_outbox_post_distributed(CNotify_center *c, const cn_outgoing_distrib
     uint32_t st = c->transport->ops->ready(c->transport);
     if (st != NOTIFY_STATUS_OK) return st;
     cn_outbox *o = &c->outbox;
-    pthread_mutex_lock(&o->lock);
+    cn_mutex_lock(&o->lock);
     bound_counts_locked(o);
     cn_outgoing_distributed numbered = *post;
     numbered.seq = cn_post_next_seq(&o->distributed_counts, post->name);
     numbered.origin = o->origin;
     st = c->transport->ops->send_distributed(c->transport, &numbered);
-    pthread_mutex_unlock(&o->lock);
+    cn_mutex_unlock(&o->lock);
     return st;
 }
 
 int cn_outbox_is_ours(cn_outbox *o, uint64_t origin) {
-    pthread_mutex_lock(&o->lock);
+    cn_mutex_lock(&o->lock);
     int ours = origin && (origin == o->origin || origin == o->previous_origin);
-    pthread_mutex_unlock(&o->lock);
+    cn_mutex_unlock(&o->lock);
     return ours;
 }

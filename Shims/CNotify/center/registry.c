@@ -14,7 +14,7 @@
 static cn_map *map_of(cn_registry *r, int is_namespace) { return is_namespace ? &r->namespaces : &r->names; }
 
 void cn_registry_init(cn_registry *r) {
-    pthread_mutex_init(&r->lock, NULL);
+    cn_mutex_init(&r->lock, CN_LOCK_REGISTRY);
     pthread_cond_init(&r->cond, NULL);
 }
 
@@ -42,7 +42,7 @@ void cn_registry_free(cn_registry *r) {
     cn_map_clear(&r->ids, NULL);
     cn_map_clear(&r->names, free_slot);
     cn_map_clear(&r->namespaces, free_slot);
-    pthread_mutex_destroy(&r->lock);
+    cn_mutex_destroy(&r->lock);
     pthread_cond_destroy(&r->cond);
 }
 
@@ -74,14 +74,14 @@ static cn_name_slot *slot_with_room_locked(cn_registry *r, cn_map *m, const char
 
 uint32_t cn_registry_add(cn_registry *r, cn_entry *e, uint64_t *id) {
     char idkey[CN_ID_KEY_LEN];
-    pthread_mutex_lock(&r->lock);
+    cn_mutex_lock(&r->lock);
     cn_name_slot *slot = slot_with_room_locked(r, map_of(r, e->is_namespace), e->name);
     if (slot) {
         e->id = r->next_id + 1;
         if (cn_map_put(&r->ids, cn_id_key(e->id, idkey), e) != 0) slot = NULL;
     }
     if (!slot) {
-        pthread_mutex_unlock(&r->lock);
+        cn_mutex_unlock(&r->lock);
         free(e->name);
         free(e->object);
         free(e);
@@ -91,16 +91,16 @@ uint32_t cn_registry_add(cn_registry *r, cn_entry *e, uint64_t *id) {
     /* *id is read under the lock, as a remove may free e once it is visible. */
     *id = ++r->next_id;
     slot->entries[slot->count++] = e;
-    pthread_mutex_unlock(&r->lock);
+    cn_mutex_unlock(&r->lock);
     return NOTIFY_STATUS_OK;
 }
 
 void cn_registry_disown(cn_registry *r, uint64_t id) {
     char idkey[CN_ID_KEY_LEN];
-    pthread_mutex_lock(&r->lock);
+    cn_mutex_lock(&r->lock);
     cn_entry *e = cn_map_get(&r->ids, cn_id_key(id, idkey));
     if (e) e->release = NULL;
-    pthread_mutex_unlock(&r->lock);
+    cn_mutex_unlock(&r->lock);
 }
 
 /* ---- removing ---- */
@@ -171,7 +171,7 @@ void cn_registry_remove(cn_registry *r, const char *name, int is_namespace, uint
     removing w = { r, pred, a, b, NULL, 0, out };
     *out = (cn_removal){ NULL, 0, 0 };
     char idkey[CN_ID_KEY_LEN];
-    pthread_mutex_lock(&r->lock);
+    cn_mutex_lock(&r->lock);
     if (id) { /* one entry: found by its id, not by copying every key */
         cn_entry *e = cn_map_get(&r->ids, cn_id_key(id, idkey));
         if (e) { name = e->name; is_namespace = e->is_namespace; }
@@ -185,9 +185,9 @@ void cn_registry_remove(cn_registry *r, const char *name, int is_namespace, uint
         remove_everywhere_locked(&w);
     }
     /* Once we return, the callback must not run again: wait out a running invocation. */
-    while (r->running && r->running->removed && !in_delivery) pthread_cond_wait(&r->cond, &r->lock);
+    while (r->running && r->running->removed && !in_delivery) cn_cond_wait(&r->cond, &r->lock);
 done:
-    pthread_mutex_unlock(&r->lock);
+    cn_mutex_unlock(&r->lock);
     for (size_t i = 0; i < w.nfree; i++) free_entry(w.to_free[i]);
     free(w.to_free);
 }
@@ -224,7 +224,7 @@ static cn_entry **snapshot_add_locked(cn_registry *r, cn_entry **snap, cn_entry 
 size_t cn_registry_snapshot(cn_registry *r, const char *name, cn_entry **stack, size_t stack_len, cn_entry ***out) {
     cn_entry **snap = stack;
     size_t n = 0, cap = stack_len;
-    pthread_mutex_lock(&r->lock);
+    cn_mutex_lock(&r->lock);
     cn_name_slot *slot = cn_map_get(&r->names, name);
     if (slot && slot->count) snap = snapshot_add_locked(r, snap, stack, &n, &cap, slot);
     /* Namespace observers: of each prefix of the name that ends at a dot, and of the whole name
@@ -240,26 +240,26 @@ size_t cn_registry_snapshot(cn_registry *r, const char *name, cn_entry **stack, 
             if (ns && ns->count) snap = snapshot_add_locked(r, snap, stack, &n, &cap, ns);
         }
     }
-    pthread_mutex_unlock(&r->lock);
+    cn_mutex_unlock(&r->lock);
     *out = snap ? snap : stack;
     return snap ? n : 0;
 }
 
 int cn_registry_begin_run(cn_registry *r, cn_entry *e) {
-    pthread_mutex_lock(&r->lock);
+    cn_mutex_lock(&r->lock);
     assert(e->pins > 0);
     int run = !e->removed;
     if (run) r->running = e;
-    pthread_mutex_unlock(&r->lock);
+    cn_mutex_unlock(&r->lock);
     return run;
 }
 
 void cn_registry_end_run(cn_registry *r, cn_entry *e, int ran) {
-    pthread_mutex_lock(&r->lock);
+    cn_mutex_lock(&r->lock);
     if (ran) r->running = NULL;
     assert(e->pins > 0);
     int last = --e->pins == 0 && e->removed;
     pthread_cond_broadcast(&r->cond);
-    pthread_mutex_unlock(&r->lock);
+    cn_mutex_unlock(&r->lock);
     if (last) free_entry(e);
 }

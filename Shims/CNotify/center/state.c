@@ -29,7 +29,7 @@ uint32_t CNotify_state_directory(const char *bus, char *out, size_t len) {
     if (!len) { cn_set_error("output buffer has no room"); return NOTIFY_STATUS_NULL_INPUT; }
     cn_state_place place;
     char path[PATH_MAX];
-    uint32_t rc = cn_bus_state_dir(bus, path, sizeof path, &place);
+    uint32_t rc = cn_transport_state_dir(bus, path, sizeof path, &place);
     if (rc != NOTIFY_STATUS_OK) return rc;
     char in_use[PATH_MAX];
     cn_state_root_in_use(path, place, in_use, sizeof in_use);
@@ -45,21 +45,21 @@ uint32_t CNotify_state_directory(const char *bus, char *out, size_t len) {
  * set needs them, and the answer holds while the center lives), or again after `forget`
  * (a write into a plain directory that someone changed since failed). */
 static uint32_t cached_dirs(CNotify_center *c, char *root, size_t rlen, char *plain, size_t plen, int forget) {
-    pthread_mutex_lock(&c->state.lock);
+    cn_mutex_lock(&c->state.lock);
     if (forget) { free(c->state.plain); c->state.plain = NULL; }
     int cached = c->state.dir && c->state.plain;
     if (cached) {
         snprintf(root, rlen, "%s", c->state.dir);
         snprintf(plain, plen, "%s", c->state.plain);
     }
-    pthread_mutex_unlock(&c->state.lock);
+    cn_mutex_unlock(&c->state.lock);
     if (cached) return NOTIFY_STATUS_OK;
     /* Resolved with no lock held (it makes and checks directories); two threads may both do it,
      * and they find the same answer. */
     char path[PATH_MAX], dir[PATH_MAX], found[PATH_MAX];
     cn_state_place place;
     int shared = 0;
-    uint32_t rc = cn_bus_state_dir(c->bus_spec, path, sizeof path, &place);
+    uint32_t rc = cn_transport_state_dir(c->bus_spec, path, sizeof path, &place);
     if (rc == NOTIFY_STATUS_OK) rc = cn_state_root(path, place, dir, sizeof dir, &shared);
     if (rc == NOTIFY_STATUS_OK) rc = cn_state_plain_dir(dir, shared, found, sizeof found);
     if (rc != NOTIFY_STATUS_OK) return rc;
@@ -70,12 +70,12 @@ static uint32_t cached_dirs(CNotify_center *c, char *root, size_t rlen, char *pl
         cn_set_error("out of memory");
         return NOTIFY_STATUS_FAILED;
     }
-    pthread_mutex_lock(&c->state.lock);
+    cn_mutex_lock(&c->state.lock);
     free(c->state.dir);
     free(c->state.plain);
     c->state.dir = d;
     c->state.plain = p;
-    pthread_mutex_unlock(&c->state.lock);
+    cn_mutex_unlock(&c->state.lock);
     snprintf(root, rlen, "%s", dir);
     snprintf(plain, plen, "%s", found);
     return NOTIFY_STATUS_OK;
@@ -89,22 +89,22 @@ static uint32_t uid_dir(CNotify_center *c, const char *root, uid_t n, int create
         cn_set_error("cannot inspect state directory %s: %s", root, strerror(errno));
         return NOTIFY_STATUS_FAILED;
     }
-    pthread_mutex_lock(&c->state.lock);
+    cn_mutex_lock(&c->state.lock);
     int cached = c->state.uid_dir[0] && c->state.uid_dir_owner == n &&
                  c->state.uid_dir_stamp.tv_sec == d.st_mtim.tv_sec && c->state.uid_dir_stamp.tv_nsec == d.st_mtim.tv_nsec;
     if (cached) snprintf(out, len, "%s", c->state.uid_dir);
-    pthread_mutex_unlock(&c->state.lock);
+    cn_mutex_unlock(&c->state.lock);
     *found = 1;
     if (cached) return NOTIFY_STATUS_OK;
     uint32_t rc = NOTIFY_STATUS_OK;
     if (create) rc = cn_state_make_uid_dir(root, n, out, len);
     else *found = cn_state_find_uid_dir(root, n, out, len);
     if (rc != NOTIFY_STATUS_OK || !*found || lstat(root, &d) != 0) return rc;
-    pthread_mutex_lock(&c->state.lock);
+    cn_mutex_lock(&c->state.lock);
     snprintf(c->state.uid_dir, sizeof c->state.uid_dir, "%s", out);
     c->state.uid_dir_owner = n;
     c->state.uid_dir_stamp = d.st_mtim;
-    pthread_mutex_unlock(&c->state.lock);
+    cn_mutex_unlock(&c->state.lock);
     return NOTIFY_STATUS_OK;
 }
 
@@ -226,13 +226,13 @@ static uint32_t replace_file(const char *dir, const char *path, const char *name
 }
 
 static uint32_t self_state(CNotify_center *c, const char *name, uint64_t *value, int set) {
-    pthread_mutex_lock(&c->state.lock);
+    cn_mutex_lock(&c->state.lock);
     uint32_t st = NOTIFY_STATUS_OK;
     void **slot = cn_map_upsert(&c->state.self_states, name);
     if (!slot) st = NOTIFY_STATUS_FAILED;
     else if (set) *slot = (void *)(uintptr_t)*value;
     else *value = (uint64_t)(uintptr_t)*slot;
-    pthread_mutex_unlock(&c->state.lock);
+    cn_mutex_unlock(&c->state.lock);
     if (st) cn_set_error("out of memory");
     return st;
 }
@@ -296,11 +296,11 @@ uint32_t cn_state_set(CNotify_center *c, const char *name, uint64_t value) {
     return write_value(dir, path, name, value, restricted);
 }
 
-void cn_state_init(cn_state_store *s) { pthread_mutex_init(&s->lock, NULL); }
+void cn_state_init(cn_state_store *s) { cn_mutex_init(&s->lock, CN_LOCK_STATE); }
 
 void cn_state_free(cn_state_store *s) {
     cn_map_clear(&s->self_states, NULL);
     free(s->dir);
     free(s->plain);
-    pthread_mutex_destroy(&s->lock);
+    cn_mutex_destroy(&s->lock);
 }

@@ -20,13 +20,13 @@ typedef struct cn_subscription {
 } cn_subscription;
 
 void cn_subs_init(cn_subscriptions *s) {
-    pthread_mutex_init(&s->lock, NULL);
+    cn_mutex_init(&s->lock, CN_LOCK_SUBS);
     pthread_cond_init(&s->cond, NULL);
 }
 
 void cn_subs_free(cn_subscriptions *s) {
     for (int kind = 0; kind < CN_KEY_KINDS; kind++) cn_map_clear(&s->keys[kind], free);
-    pthread_mutex_destroy(&s->lock);
+    cn_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
 }
 
@@ -40,17 +40,17 @@ static cn_subscription *await_in_flight_locked(cn_subscriptions *s, cn_transport
     cn_subscription *sub;
     while ((sub = cn_map_get(map_of(s, kind), key)) && sub->in_flight && sub->gen == gen &&
            t->ops->generation(t) == gen)
-        pthread_cond_wait(&s->cond, &s->lock);
+        cn_cond_wait(&s->cond, &s->lock);
     return sub;
 }
 
 uint32_t cn_subs_retain(cn_subscriptions *s, cn_transport *t, const char *key, cn_key_kind kind, int may_wait) {
-    pthread_mutex_lock(&s->lock);
+    cn_mutex_lock(&s->lock);
     void **slot = cn_map_upsert(map_of(s, kind), key);
     cn_subscription *sub = slot ? (*slot ? *slot : (*slot = calloc(1, sizeof(cn_subscription)))) : NULL;
     if (!sub) {
         if (slot) cn_map_remove(map_of(s, kind), key);
-        pthread_mutex_unlock(&s->lock);
+        cn_mutex_unlock(&s->lock);
         cn_set_error("out of memory");
         return NOTIFY_STATUS_FAILED;
     }
@@ -60,34 +60,34 @@ uint32_t cn_subs_retain(cn_subscriptions *s, cn_transport *t, const char *key, c
         /* Another thread is adding it: return only once the transport has it (not on the loop
          * thread, which would be the one to read the answer). */
         if (gen && sub->in_flight && may_wait) await_in_flight_locked(s, t, key, kind, gen);
-        pthread_mutex_unlock(&s->lock);
+        cn_mutex_unlock(&s->lock);
         return NOTIFY_STATUS_OK;
     }
     sub->gen = gen;
     sub->in_flight = 1;
     cn_rule_request *request = t->ops->subscribe_begin(t, key, kind, gen);
-    pthread_mutex_unlock(&s->lock);
+    cn_mutex_unlock(&s->lock);
     uint32_t st = t->ops->subscribe_finish(t, request, key);
-    pthread_mutex_lock(&s->lock);
+    cn_mutex_lock(&s->lock);
     sub = cn_map_get(map_of(s, kind), key);
     if (sub && sub->gen == gen) {
         sub->in_flight = 0;
         if (st != NOTIFY_STATUS_OK) sub->gen = 0; /* never added: nothing to remove */
     }
     pthread_cond_broadcast(&s->cond);
-    pthread_mutex_unlock(&s->lock);
+    cn_mutex_unlock(&s->lock);
     return st;
 }
 
 void cn_subs_release(cn_subscriptions *s, cn_transport *t, const char *key, cn_key_kind kind, size_t n) {
-    pthread_mutex_lock(&s->lock);
+    cn_mutex_lock(&s->lock);
     cn_subscription *sub = cn_map_get(map_of(s, kind), key);
     if (sub && (sub->refs -= sub->refs < n ? sub->refs : n) == 0) {
         if (sub->gen) t->ops->unsubscribe(t, key, kind, sub->gen);
         free(cn_map_remove(map_of(s, kind), key));
         pthread_cond_broadcast(&s->cond); /* a waiter on its request: the key is gone */
     }
-    pthread_mutex_unlock(&s->lock);
+    cn_mutex_unlock(&s->lock);
 }
 
 typedef struct { cn_transport *t; uint64_t gen; cn_key_kind kind; } resubscribing;
@@ -102,11 +102,11 @@ static void resubscribe_one(const char *key, void *value, void *arg) {
 }
 
 void cn_subs_resubscribe(cn_subscriptions *s, cn_transport *t, uint64_t gen) {
-    pthread_mutex_lock(&s->lock);
+    cn_mutex_lock(&s->lock);
     for (int kind = 0; kind < CN_KEY_KINDS; kind++) {
         resubscribing r = { t, gen, (cn_key_kind)kind };
         cn_map_each(map_of(s, (cn_key_kind)kind), resubscribe_one, &r);
     }
     pthread_cond_broadcast(&s->cond); /* registrants waiting on the old connection's requests */
-    pthread_mutex_unlock(&s->lock);
+    cn_mutex_unlock(&s->lock);
 }

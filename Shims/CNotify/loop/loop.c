@@ -17,21 +17,21 @@ static __thread const cn_loop *tl_loop;
 int cn_loop_init(cn_loop *l, cn_loop_owner owner) {
     l->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (l->wake_fd < 0) return -1;
-    pthread_mutex_init(&l->lock, NULL);
+    cn_mutex_init(&l->lock, CN_LOCK_LOOP);
     l->owner = owner;
     return 0;
 }
 
 void cn_loop_free(cn_loop *l) {
     close(l->wake_fd);
-    pthread_mutex_destroy(&l->lock);
+    cn_mutex_destroy(&l->lock);
 }
 
 int cn_loop_add_source(cn_loop *l, const cn_loop_source *s) {
-    pthread_mutex_lock(&l->lock);
+    cn_mutex_lock(&l->lock);
     int ok = l->nsources < CN_LOOP_SOURCES_MAX;
     if (ok) l->sources[l->nsources++] = *s;
-    pthread_mutex_unlock(&l->lock);
+    cn_mutex_unlock(&l->lock);
     if (ok) cn_loop_wake(l);
     return ok ? 0 : -1;
 }
@@ -60,10 +60,10 @@ static void drain_wake(cn_loop *l) {
 /* One round: prepare every source, poll, hand each its descriptors back. */
 static void run_round(cn_loop *l) {
     cn_loop_source sources[CN_LOOP_SOURCES_MAX];
-    pthread_mutex_lock(&l->lock);
+    cn_mutex_lock(&l->lock);
     size_t nsources = l->nsources;
     memcpy(sources, l->sources, nsources * sizeof *sources);
-    pthread_mutex_unlock(&l->lock);
+    cn_mutex_unlock(&l->lock);
     struct pollfd fds[1 + CN_LOOP_SOURCES_MAX * CN_LOOP_FDS_PER_SOURCE];
     size_t first[CN_LOOP_SOURCES_MAX + 1];
     size_t n = 1;
@@ -85,9 +85,9 @@ static void *loop_main(void *arg) {
     cn_loop *l = arg;
     tl_loop = l;
     while (!atomic_load_explicit(&l->stopping, memory_order_acquire)) run_round(l);
-    pthread_mutex_lock(&l->lock);
+    cn_mutex_lock(&l->lock);
     size_t nsources = l->nsources;
-    pthread_mutex_unlock(&l->lock);
+    cn_mutex_unlock(&l->lock);
     for (size_t i = 0; i < nsources; i++) l->sources[i].stop(l->sources[i].ctx);
     l->owner.ended(l->owner.ctx); /* may free l */
     return NULL;
@@ -95,7 +95,7 @@ static void *loop_main(void *arg) {
 
 int cn_loop_start(cn_loop *l) {
     if (cn_loop_started(l)) return 0;
-    pthread_mutex_lock(&l->lock);
+    cn_mutex_lock(&l->lock);
     int rc = 0;
     if (!l->started) {
         if (pthread_create(&l->thread, NULL, loop_main, l) != 0) {
@@ -106,7 +106,7 @@ int cn_loop_start(cn_loop *l) {
             atomic_store_explicit(&l->started, 1, memory_order_release);
         }
     }
-    pthread_mutex_unlock(&l->lock);
+    cn_mutex_unlock(&l->lock);
     return rc;
 }
 
@@ -116,9 +116,9 @@ int cn_loop_stop(cn_loop *l) {
         pthread_detach(pthread_self());
         return 0;
     }
-    pthread_mutex_lock(&l->lock); /* a start in progress holds it until the thread exists */
+    cn_mutex_lock(&l->lock); /* a start in progress holds it until the thread exists */
     int started = l->started;
-    pthread_mutex_unlock(&l->lock);
+    cn_mutex_unlock(&l->lock);
     if (!started) return 1;
     cn_loop_wake(l);
     pthread_join(l->thread, NULL);

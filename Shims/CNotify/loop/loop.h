@@ -37,7 +37,7 @@ typedef struct cn_loop_owner {
 } cn_loop_owner;
 
 typedef struct cn_loop {
-    pthread_mutex_t lock;               /* sources, start */
+    cn_mutex lock;               /* sources, start */
     cn_loop_source sources[CN_LOOP_SOURCES_MAX];
     size_t nsources;
     cn_loop_owner owner;

@@ -1,10 +1,13 @@
 /*
- * transport/transport.h: what the center needs from a transport, and what a transport reports up.
- * The bus (transport/) is the first implementation; a second (the same-host fast path) plugs
- * in beside it with its own table. Nothing above this layer reads libdbus types.
+ * transport/transport.h: what the center needs from a transport, what a transport reports up, and
+ * the entry point that picks and opens one (transport/transports.c). Each transport lives in a
+ * folder of its own: transport/bus/ (the bus, over libdbus), transport/fast/ (the same-host fast
+ * path around the bus); a third goes beside them, with a row in transports.c's table. Nothing
+ * here belongs to one transport only, and nothing above this layer reads libdbus types.
  *
  * Layer: above loop/ (a transport is a source of the center's loop), below center/. A transport
- * reaches the center only through the cn_transport_events table the center hands it.
+ * reaches the center only through the cn_transport_events table the center hands it; the center
+ * and the API call the files of transport/ itself alone, never a file of a transport's folder (.ci/calls).
  */
 #ifndef CNOTIFY_TRANSPORT_H
 #define CNOTIFY_TRANSPORT_H
@@ -100,33 +103,33 @@ typedef struct cn_transport_ops {
     const char *(*address)(cn_transport *t);
     /* After the loop ended. */
     void (*destroy)(cn_transport *t);
-    /* The fast path's switch and counters (NULL for a transport without one). */
-    void (*set_fast_path)(cn_transport *t, int enabled);
-    void (*fast_path_stats)(cn_transport *t, CNotify_fast_path_stats *out);
-    void (*fast_path_guards)(cn_transport *t, CNotify_fast_path_guards *out);
 } cn_transport_ops;
 
 struct cn_transport {
     const cn_transport_ops *ops;
 };
 
-/* ---- the bus transport (transport/) ---- */
-typedef enum { CN_BUS_ADDRESS, CN_BUS_EMBEDDED } cn_bus_kind;
-/* Resolves "session"/"system"/"embedded"/address/NULL (the default) into a kind and an address. */
-uint32_t cn_resolve_bus(const char *spec, cn_bus_kind *kind, char **out_address);
-/* A transport over the bus `spec`: `resolved` with its kind and address (taken) when the caller
- * resolved it already (so a bad address fails at creation), else resolved at its start. NULL when
- * out of memory. It adds itself to `loop` at its start. */
-cn_transport *cn_bus_transport_new(const char *spec, int resolved, cn_bus_kind kind, char *address, cn_loop *loop,
-                                   cn_transport_events events);
-/* ---- the fast path (transport/fast_*.c), around a bus transport it makes with `events` of its own ---- */
-cn_transport *cn_fast_transport_new(const char *spec, int resolved, cn_bus_kind kind, char *address, cn_loop *loop,
-                                    cn_transport_events events);
-/* Where the state of bus `spec` lives (docs/PROTOCOL.md "State files"), and who may have made it. */
-uint32_t cn_bus_state_dir(const char *spec, char *out, size_t len, cn_state_place *place);
-
-/* bus_launch.c: a job's check-in with darwin-notifyd's launcher (CNotify_launch_check_in): the
+/* ---- transports.c: the entry point, the one table of transports ---- */
+/* Where a spec ("session", "system", "embedded", an address, NULL: the default) leads, resolved
+ * before the transport opens, so that a bad address fails at creation. `address` is malloc'd;
+ * cn_transport_open takes it. */
+typedef struct cn_transport_place {
+    int kind;                   /* the transport's own (the bus: CN_BUS_*) */
+    char *address;
+} cn_transport_place;
+uint32_t cn_transport_resolve(const char *spec, cn_transport_place *out);
+/* Opens the transport for `spec` (`place`: resolved already, taken; NULL: resolved at its start).
+ * NULL when out of memory. It adds itself to `loop` at its start. */
+cn_transport *cn_transport_open(const char *spec, cn_transport_place *place, cn_loop *loop, cn_transport_events events);
+/* Where the state of `spec` lives (docs/PROTOCOL.md "State files"), and who may have made it. */
+uint32_t cn_transport_state_dir(const char *spec, char *out, size_t len, cn_state_place *place);
+/* What some transports have and others not: the fast path's switch and counters (a transport
+ * without one: nothing changes, and the counters read 0). */
+void cn_transport_set_fast_path(cn_transport *t, int enabled);
+void cn_transport_fast_path_stats(cn_transport *t, CNotify_fast_path_stats *out);
+void cn_transport_fast_path_guards(cn_transport *t, CNotify_fast_path_guards *out);
+/* A job's check-in with darwin-notifyd's launcher (CNotify_launch_check_in), over the bus: the
  * arguments already checked; `job` and `bus` NULL for the environment's. */
-uint32_t cn_launch_check_in(const char *job, const char *bus, CNotify_launch_handler handler, void *context);
+uint32_t cn_transport_launch_check_in(const char *job, const char *bus, CNotify_launch_handler handler, void *context);
 
 #endif

@@ -79,7 +79,7 @@ void cn_peers_await_room(cn_fast *f) {
     struct pollfd fds[64];
     nfds_t n = 0;
     uint64_t deadline = UINT64_MAX;
-    pthread_mutex_lock(&p->lock);
+    cn_mutex_lock(&p->lock);
     for (size_t i = 0; i < p->npeers && n < 64; i++) {
         cn_fast_peer *peer = p->peers[i];
         uint64_t since = peer->behind_since ? peer->behind_since : peer->pressed_since;
@@ -87,7 +87,7 @@ void cn_peers_await_room(cn_fast *f) {
         fds[n++] = (struct pollfd){ .fd = peer->io.fd, .events = POLLOUT };
         if (since + CN_FAST_STALL_MS < deadline) deadline = since + CN_FAST_STALL_MS;
     }
-    pthread_mutex_unlock(&p->lock);
+    cn_mutex_unlock(&p->lock);
     /* No lock held: a descriptor closed meanwhile only ends the wait early. POLLOUT: a quarter full
      * or less. */
     for (uint64_t now = cn_now_ms(); n && now < deadline; now = cn_now_ms()) {
@@ -100,7 +100,7 @@ void cn_peers_await_room(cn_fast *f) {
      * Behind ones are settled by their next post (resync_locked). */
     if (atomic_load(&p->pressed) == 0) return;
     uint64_t now = cn_now_ms();
-    pthread_mutex_lock(&p->lock);
+    cn_mutex_lock(&p->lock);
     for (size_t i = 0; i < p->npeers; i++) {
         cn_fast_peer *peer = p->peers[i];
         if (peer->state != CN_K_READY || !peer->pressed_since) continue;
@@ -113,7 +113,7 @@ void cn_peers_await_room(cn_fast *f) {
             cn_peer_disconnect_locked(f, peer, now + CN_FAST_RETRY_MS);
         }
     }
-    pthread_mutex_unlock(&p->lock);
+    cn_mutex_unlock(&p->lock);
 }
 
 uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only) {
@@ -134,7 +134,7 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
     int reserved = guarded != 0 || guard.reserved;
     unsigned char frame[CN_FAST_FRAME_MAX];
     size_t n = cn_fast_post(post->name, post->seq, frame, sizeof frame);
-    pthread_mutex_lock(&p->lock);
+    cn_mutex_lock(&p->lock);
     for (size_t i = 0; n && i < p->npeers; i++) {
         cn_fast_peer *peer = p->peers[i];
         if (!wants(peer, bucket, post->name)) continue;
@@ -180,7 +180,7 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
         if (direct_only && sent > 0 && failed == 0) atomic_fetch_add(&f->bus_kept, 1);
         st = f->bus->ops->send(f->bus, post);
     }
-    pthread_mutex_unlock(&p->lock);
+    cn_mutex_unlock(&p->lock);
     return st;
 }
 

@@ -1,6 +1,6 @@
 /*
- * transport/bus.h: the bus transport's own parts, one section per file. Only files of this
- * folder include it: libdbus's types stop here. Each sub-struct of cn_bus belongs to the file
+ * transport/bus/bus.h: the bus transport's own parts, one section per file. Only files of this
+ * folder, the fast path (fast/) and the entry point (transports.c) include it: libdbus's types stop there. Each sub-struct of cn_bus belongs to the file
  * named in its heading; another file touches it only through that file's functions.
  *
  * Order of the files (each calls only those listed before it): bus_resolve, embedded_dir, embedded_bus, bus_places,
@@ -12,7 +12,21 @@
 #define CNOTIFY_BUS_H
 
 #include <dbus/dbus.h>
-#include "transport.h"
+#include "../transport.h"
+
+/* ---- the bus transport's entry points, called by transports.c (and the fast path) ---- */
+typedef enum { CN_BUS_ADDRESS, CN_BUS_EMBEDDED } cn_bus_kind;
+/* Resolves "session"/"system"/"embedded"/address/NULL (the default) into a kind and an address. */
+uint32_t cn_resolve_bus(const char *spec, cn_bus_kind *kind, char **out_address);
+/* A transport over the bus `spec`: `resolved` with its kind and address (taken) when the caller
+ * resolved it already (so a bad address fails at creation), else resolved at its start. NULL when
+ * out of memory. It adds itself to `loop` at its start. */
+cn_transport *cn_bus_transport_new(const char *spec, int resolved, cn_bus_kind kind, char *address, cn_loop *loop,
+                                   cn_transport_events events);
+/* Where the state of bus `spec` lives (docs/PROTOCOL.md "State files"), and who may have made it. */
+uint32_t cn_bus_state_dir(const char *spec, char *out, size_t len, cn_state_place *place);
+/* bus_launch.c: a job's check-in with darwin-notifyd's launcher (cn_transport_launch_check_in). */
+uint32_t cn_launch_check_in(const char *job, const char *bus, CNotify_launch_handler handler, void *context);
 
 /* ---- bus_resolve.c: which bus ---- */
 const char *cn_system_state_dir(void);
@@ -60,9 +74,9 @@ typedef struct cn_bus cn_bus;
 
 /* ---- bus_gate.c: senders and the loop thread around libdbus; the deferred wake; room ---- */
 typedef struct cn_bus_gate {
-    pthread_rwlock_t rw;
+    cn_rwlock rw;
     _Atomic int backlog;        /* a poster left messages queued: the loop writes them after a grace */
-    pthread_mutex_t room_lock;  /* posters waiting for the bus to take what is queued */
+    cn_mutex room_lock;  /* posters waiting for the bus to take what is queued */
     pthread_cond_t room;
     _Atomic int room_waiters;
 } cn_bus_gate;
@@ -89,7 +103,7 @@ void cn_gate_room_made(cn_bus *b);
 
 /* ---- bus_watches.c: libdbus's watches and timeouts as the loop's descriptors ---- */
 typedef struct cn_bus_watches {
-    pthread_mutex_t lock;
+    cn_mutex lock;
     DBusWatch **watches; size_t nwatches, capwatches;
     DBusTimeout **timeouts; uint64_t *deadlines; size_t ntimeouts, captimeouts;
     DBusWatch *polled[CN_LOOP_FDS_PER_SOURCE];       /* the loop thread's last prepare */
@@ -104,7 +118,7 @@ void cn_watches_handle(cn_bus *b, const struct pollfd *fds, size_t n);
 
 /* ---- bus_link.c: the connection and its identity; under link.lock ---- */
 typedef struct cn_bus_link {
-    pthread_mutex_t lock;
+    cn_mutex lock;
     DBusConnection *conn;           /* NULL while disconnected; set by the loop thread (and the first start) */
     uint64_t gen;                   /* bumped on every (re)connection; 0 = never connected */
     char bus_id[CN_BUS_ID_LEN + 1]; /* org.freedesktop.DBus.GetId: one per daemon instance */
@@ -142,7 +156,7 @@ void cn_link_untrack(cn_bus *b, cn_completion *w);
 
 /* ---- bus_rules.c: match rules (AddMatch/RemoveMatch, the plain interface, the catch-all) ---- */
 typedef struct cn_bus_rules {
-    pthread_mutex_t lock;
+    cn_mutex lock;
     uint64_t compat_gen;            /* generation holding the plain-interface rule */
     /* Once the bus refuses more rules (LimitsExceeded: the system bus allows 512 per connection),
      * one rule for every post stands in for the exact ones; the process filters by name. */
@@ -214,7 +228,7 @@ struct cn_bus {
     char *spec;                     /* what the user asked for (NULL: the default) */
     int resolved;                   /* kind and address are known (under start_lock until started) */
     cn_bus_kind kind;
-    pthread_mutex_t start_lock;
+    cn_mutex start_lock;
     _Atomic int started;
     cn_bus_link link;
     cn_bus_gate gate;

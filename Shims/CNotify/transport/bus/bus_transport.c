@@ -83,7 +83,7 @@ static void source_stop(void *ctx) { drop_connection(ctx); }
 static uint32_t bus_start(cn_transport *t) {
     cn_bus *b = bus_of(t);
     if (atomic_load_explicit(&b->started, memory_order_acquire)) return NOTIFY_STATUS_OK;
-    pthread_mutex_lock(&b->start_lock);
+    cn_mutex_lock(&b->start_lock);
     uint32_t st = NOTIFY_STATUS_OK;
     if (!b->started && !b->resolved) { /* the default center resolves its bus at first use */
         char *address = NULL;
@@ -105,7 +105,7 @@ static uint32_t bus_start(cn_transport *t) {
         }
         if (st == NOTIFY_STATUS_OK) atomic_store_explicit(&b->started, 1, memory_order_release);
     }
-    pthread_mutex_unlock(&b->start_lock);
+    cn_mutex_unlock(&b->start_lock);
     return st;
 }
 
@@ -146,7 +146,7 @@ static void bus_destroy(cn_transport *t) {
     cn_watches_free(b);
     cn_gate_free(b);
     cn_link_free(b);
-    pthread_mutex_destroy(&b->start_lock);
+    cn_mutex_destroy(&b->start_lock);
     free(b->spec);
     free(b);
 }
@@ -177,7 +177,7 @@ cn_transport *cn_bus_transport_new(const char *spec, int resolved, cn_bus_kind k
     b->loop = loop;
     b->kind = kind;
     b->backoff_ms = BACKOFF_FIRST_MS;
-    pthread_mutex_init(&b->start_lock, NULL);
+    cn_mutex_init(&b->start_lock, CN_LOCK_START);
     cn_link_init(b, address);
     cn_gate_init(b);
     cn_watches_init(b);

@@ -22,7 +22,7 @@
 
 void cn_peers_init(cn_fast_peers *p) {
     memset(p, 0, sizeof *p);
-    pthread_mutex_init(&p->lock, NULL);
+    cn_mutex_init(&p->lock, CN_LOCK_PEERS);
     atomic_init(&p->connect_at, UINT64_MAX);
 }
 
@@ -67,11 +67,11 @@ static void remove_locked(cn_fast *f, size_t i) {
 
 void cn_peers_free(cn_fast *f) {
     cn_fast_peers *p = &f->peers;
-    pthread_mutex_lock(&p->lock);
+    cn_mutex_lock(&p->lock);
     while (p->npeers) remove_locked(f, p->npeers - 1);
-    pthread_mutex_unlock(&p->lock);
+    cn_mutex_unlock(&p->lock);
     free(p->peers);
-    pthread_mutex_destroy(&p->lock);
+    cn_mutex_destroy(&p->lock);
 }
 
 static cn_fast_peer *find_locked(cn_fast_peers *p, const char *unique, size_t *index) {
@@ -110,12 +110,12 @@ void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const
     if (copy_namespaces(namespaces, n, &copies) != 0) return; /* out of memory: the bus copies */
     int observes = n > 0;
     for (size_t i = 0; i < CN_FAST_BITMAP_BYTES && !observes; i++) observes = bitmap[i] != 0;
-    pthread_mutex_lock(&p->lock);
+    cn_mutex_lock(&p->lock);
     size_t at;
     cn_fast_peer *peer = find_locked(p, sender, &at);
     if (!observes) { /* observes nothing: no record (it takes no room an observer could use) */
         if (peer) remove_locked(f, at);
-        pthread_mutex_unlock(&p->lock);
+        cn_mutex_unlock(&p->lock);
         free(copies);
         return;
     }
@@ -157,7 +157,7 @@ void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const
         peer->observes = observes;
         if (peer->state == CN_K_KNOWN && observes && peer->retry_at != UINT64_MAX) connect_due_locked(f, peer->retry_at);
     }
-    pthread_mutex_unlock(&p->lock);
+    cn_mutex_unlock(&p->lock);
     if (copies) { /* not kept (past the cap, or out of memory) */
         for (size_t i = 0; i < n; i++) free(copies[i]);
         free(copies);
@@ -166,18 +166,18 @@ void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const
 
 void cn_peers_gone(cn_fast *f, const char *unique) {
     cn_fast_peers *p = &f->peers;
-    pthread_mutex_lock(&p->lock);
+    cn_mutex_lock(&p->lock);
     size_t i;
     if (find_locked(p, unique, &i)) remove_locked(f, i);
-    pthread_mutex_unlock(&p->lock);
+    cn_mutex_unlock(&p->lock);
 }
 
 void cn_peers_disconnected(cn_fast *f) {
     cn_fast_peers *p = &f->peers;
-    pthread_mutex_lock(&p->lock);
+    cn_mutex_lock(&p->lock);
     while (p->npeers) remove_locked(f, p->npeers - 1);
     p->unlisted = 0; /* every observer announces itself again, to the Query that follows */
-    pthread_mutex_unlock(&p->lock);
+    cn_mutex_unlock(&p->lock);
 }
 
 /* Peers connected or being connected: at most fd_cap of them (a quarter of the descriptors). */
@@ -190,9 +190,9 @@ static size_t connections_locked(cn_fast_peers *p) {
 
 void cn_peers_handle(cn_fast *f, cn_fast_fd *io) {
     /* An endpoint never writes: readable is its hang-up. */
-    pthread_mutex_lock(&f->peers.lock);
+    cn_mutex_lock(&f->peers.lock);
     cn_peer_disconnect_locked(f, (cn_fast_peer *)io, cn_now_ms() + CN_FAST_RETRY_MS);
-    pthread_mutex_unlock(&f->peers.lock);
+    cn_mutex_unlock(&f->peers.lock);
 }
 
 /* Connects to the endpoint `token` of `unique`, checks who listens there and says HELLO; returns
@@ -247,7 +247,7 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
     for (;;) { /* one peer at a time, the lock dropped while connecting */
         char unique[256], token[CN_FAST_TOKEN_LEN + 1];
         int found = 0;
-        pthread_mutex_lock(&p->lock);
+        cn_mutex_lock(&p->lock);
         /* At the cap, the others keep their records (and, direct only, their bus copies) and are
          * connected once one of these goes. */
         int room = connections_locked(p) < f->fd_cap;
@@ -266,13 +266,13 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
         if (!room) connect_due_locked(f, now + CN_FAST_RETRY_MS);
         uint64_t next = atomic_load(&p->connect_at);
         if (!found && next != UINT64_MAX) cn_loop_timeout_until(timeout_ms, next, now); /* the earliest still due */
-        pthread_mutex_unlock(&p->lock);
+        cn_mutex_unlock(&p->lock);
         if (!found) return;
         uid_t uid = 0;
         gid_t gid = 0;
         uint64_t sync_token = 0;
         int fd = connect_peer(f, unique, token, origin, &uid, &gid, &sync_token);
-        pthread_mutex_lock(&p->lock);
+        cn_mutex_lock(&p->lock);
         cn_fast_peer *peer = find_locked(p, unique, NULL);
         struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
         if (peer) ev.data.ptr = &peer->io;
@@ -297,6 +297,6 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
                 if (peer->observes) connect_due_locked(f, peer->retry_at);
             }
         }
-        pthread_mutex_unlock(&p->lock);
+        cn_mutex_unlock(&p->lock);
     }
 }

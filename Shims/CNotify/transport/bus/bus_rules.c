@@ -25,9 +25,9 @@ struct cn_rule_request {
     char rule[];
 };
 
-void cn_rules_init(cn_bus *b) { pthread_mutex_init(&b->rules.lock, NULL); }
+void cn_rules_init(cn_bus *b) { cn_mutex_init(&b->rules.lock, CN_LOCK_RULES); }
 
-void cn_rules_free(cn_bus *b) { pthread_mutex_destroy(&b->rules.lock); }
+void cn_rules_free(cn_bus *b) { cn_mutex_destroy(&b->rules.lock); }
 
 static void rule_of(const char *key, cn_key_kind kind, char *rule, size_t len) {
     switch (kind) {
@@ -40,7 +40,7 @@ static void rule_of(const char *key, cn_key_kind kind, char *rule, size_t len) {
 /* The plain-interface rule (or the catch-all standing in for everything) for connection `gen`,
  * sent with no reply awaited, before the first key's rule of that connection. */
 static void ensure_base_rule(cn_bus *b, DBusConnection *conn, uint64_t gen) {
-    pthread_mutex_lock(&b->rules.lock);
+    cn_mutex_lock(&b->rules.lock);
     const char *rule = NULL;
     if (b->rules.catchall_wanted && b->rules.catchall_gen != gen) {
         rule = CN_CATCHALL_RULE; /* first, so the names past the bus's limit are covered */
@@ -54,7 +54,7 @@ static void ensure_base_rule(cn_bus *b, DBusConnection *conn, uint64_t gen) {
         dbus_bus_add_match(conn, rule, NULL); /* NULL error: sent without waiting for a reply */
         cn_gate_leave(b);
     }
-    pthread_mutex_unlock(&b->rules.lock);
+    cn_mutex_unlock(&b->rules.lock);
 }
 
 static void pending_done(DBusPendingCall *pc, void *data) {
@@ -144,11 +144,11 @@ static uint32_t await_reply(cn_bus *b, cn_rule_request *r, const char *key) {
 /* The bus allows no more rules on this connection: the one rule that selects every post, once
  * per connection; it stays, and is re-added first after a reconnection. */
 static uint32_t use_catchall(cn_bus *b, cn_rule_request *r, const char *key) {
-    pthread_mutex_lock(&b->rules.lock);
+    cn_mutex_lock(&b->rules.lock);
     int need = b->rules.catchall_gen != r->gen;
     b->rules.catchall_wanted = 1;
     b->rules.catchall_gen = r->gen;
-    pthread_mutex_unlock(&b->rules.lock);
+    cn_mutex_unlock(&b->rules.lock);
     if (!need) return NOTIFY_STATUS_OK;
     /* Make room: the catch-all also selects the plain interface, so that rule can go. The bus
      * handles our messages in order, so the removal is done before the addition. */
@@ -165,9 +165,9 @@ static uint32_t use_catchall(cn_bus *b, cn_rule_request *r, const char *key) {
     if (all->reply) cn_completion_unref(all->reply);
     free(all);
     if (st != NOTIFY_STATUS_OK) {
-        pthread_mutex_lock(&b->rules.lock);
+        cn_mutex_lock(&b->rules.lock);
         if (b->rules.catchall_gen == r->gen) b->rules.catchall_gen = 0;
-        pthread_mutex_unlock(&b->rules.lock);
+        cn_mutex_unlock(&b->rules.lock);
         if (st == CN_STATUS_RULE_LIMIT) st = NOTIFY_STATUS_FAILED; /* not even one more rule */
     }
     return st;

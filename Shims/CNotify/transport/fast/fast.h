@@ -1,5 +1,5 @@
 /*
- * transport/fast.h: the same-host fast path (docs/PROTOCOL.md "Fast path"), one section per file.
+ * transport/fast/fast.h: the same-host fast path (docs/PROTOCOL.md "Fast path"), one section per file.
  * A post goes on the bus as always, and also straight from the poster to each process on this
  * host that announced, over the bus, an endpoint observing the post's bucket: one Unix seqpacket
  * connection per poster and observer, authenticated by the kernel (SO_PEERCRED) and checked
@@ -9,7 +9,7 @@
  *
  * Layer: transport/, beside the bus transport, which it wraps: it calls bus.h's functions, and
  * the bus reaches it only through the cn_bus_fast_hooks table it is handed. Below center/, which
- * sees a cn_transport. Only files of this folder include it.
+ * sees a cn_transport. Only files of this folder and the entry point (transports.c) include it.
  *
  * Order of the files (each calls only those before it, and the bus files): fast_wire,
  * fast_announce, fast_posters, fast_endpoint, fast_accept, fast_peers, fast_post, fast_transport.
@@ -19,7 +19,7 @@
 
 #include <sys/socket.h>
 #include <sys/un.h>
-#include "bus.h"
+#include "../bus/bus.h"
 
 /* ---- fast_wire.c: endpoint tokens, addresses and frames (PROTOCOL.md "Fast path") ---- */
 #define CN_FAST_TOKEN_LEN 32            /* an endpoint token: 32 lowercase hex digits */
@@ -82,7 +82,7 @@ typedef struct cn_fast cn_fast;
  * the counts: endpoint.lock) ---- */
 typedef struct cn_fast_poster cn_fast_poster;
 typedef struct cn_fast_endpoint {
-    pthread_mutex_t lock;               /* counts, wildcards, announce_due (a leaf) */
+    cn_mutex lock;               /* counts, wildcards, announce_due (a leaf) */
     unsigned counts[CN_BUCKET_MASK + 1];/* subscriptions per bucket */
     cn_map namespaces;                  /* namespace -> its subscriptions (a count): announced by name,
                                          * every bucket past CN_FAST_NAMESPACES_MAX of them */
@@ -202,7 +202,7 @@ struct cn_fast_peer {
 };
 
 typedef struct cn_fast_peers {
-    pthread_mutex_t lock;               /* the table; around a post's copies and a connection's Sync */
+    cn_mutex lock;               /* the table; around a post's copies and a connection's Sync */
     cn_fast_peer **peers;
     size_t npeers, cap;
     _Atomic uint64_t origin;            /* the center's, from its first post: 0 until it posts */
@@ -254,5 +254,14 @@ struct cn_fast {
     /* CNotify_fast_path_guards */
     _Atomic uint64_t unverified_closed, credential_asks, answers, answers_coalesced, bus_kept, drained;
 };
+/* The fast path around a bus transport it makes for `spec` (arguments as cn_bus_transport_new's). */
+cn_transport *cn_fast_transport_new(const char *spec, int resolved, cn_bus_kind kind, char *address, cn_loop *loop,
+                                    cn_transport_events events);
+/* Whether `t` is a fast path (one made by cn_fast_transport_new). */
+int cn_fast_transport_is(const cn_transport *t);
+/* The switch and the counters of CNotify_center_set_fast_path and _get_fast_path_stats/_guards. */
+void cn_fast_transport_set(cn_transport *t, int enabled);
+void cn_fast_transport_stats(cn_transport *t, CNotify_fast_path_stats *out);
+void cn_fast_transport_guards(cn_transport *t, CNotify_fast_path_guards *out);
 
 #endif

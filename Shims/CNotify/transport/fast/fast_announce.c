@@ -21,7 +21,7 @@
 #include "fast.h"
 
 void cn_announce_init(cn_fast_endpoint *e) {
-    pthread_mutex_init(&e->lock, NULL);
+    cn_mutex_init(&e->lock, CN_LOCK_ENDPOINT);
     e->listen.fd = -1;
     e->listen.kind = CN_FAST_FD_LISTEN;
 }
@@ -32,13 +32,13 @@ void cn_announce_free(cn_fast_endpoint *e) {
     cn_map_clear(&e->askers, NULL);
     cn_map_clear(&e->namespaces, NULL);
     if (e->listen.fd >= 0) close(e->listen.fd);
-    pthread_mutex_destroy(&e->lock);
+    cn_mutex_destroy(&e->lock);
 }
 
 void cn_endpoint_subscribed(cn_fast *f, const char *key, cn_key_kind kind, int delta) {
     cn_fast_endpoint *e = &f->endpoint;
     if (kind == CN_KEY_DISTRIBUTED) return; /* distributed notifications stay on the bus */
-    pthread_mutex_lock(&e->lock);
+    cn_mutex_lock(&e->lock);
     if (kind == CN_KEY_NAMESPACE) {
         void **slot = cn_map_upsert(&e->namespaces, key);
         uintptr_t n = slot ? (uintptr_t)*slot : 0;
@@ -51,17 +51,17 @@ void cn_endpoint_subscribed(cn_fast *f, const char *key, cn_key_kind kind, int d
         else if (*count > 0) (*count)--;
     }
     atomic_store(&e->announce_due, 1);
-    pthread_mutex_unlock(&e->lock);
+    cn_mutex_unlock(&e->lock);
     cn_loop_wake(f->loop);
 }
 
 void cn_endpoint_reset_counts(cn_fast *f) {
     cn_fast_endpoint *e = &f->endpoint;
-    pthread_mutex_lock(&e->lock);
+    cn_mutex_lock(&e->lock);
     memset(e->counts, 0, sizeof e->counts);
     cn_map_clear(&e->namespaces, NULL);
     atomic_store(&e->announce_due, 1);
-    pthread_mutex_unlock(&e->lock);
+    cn_mutex_unlock(&e->lock);
 }
 
 /* What an Endpoint announces, copied out under endpoint.lock (then sent with no lock held). */
@@ -136,9 +136,9 @@ void cn_announce_prepare(cn_fast *f, int *timeout_ms) {
     int due = atomic_exchange(&e->announce_due, 0);
     if (!due && !e->nqueries && !e->broadcast_answer) return; /* most rounds: nothing changed, nobody asked */
     announcement a;
-    pthread_mutex_lock(&e->lock);
+    cn_mutex_lock(&e->lock);
     int any = announcement_locked(e, &a);
-    pthread_mutex_unlock(&e->lock);
+    cn_mutex_unlock(&e->lock);
     if (e->listen.fd < 0) {
         if (!any) return;
         if (start_listening(f) != 0) { /* no fast path for this center yet: the bus has it all */

@@ -8,13 +8,13 @@
 #include <string.h>
 #include "bus.h"
 
-void cn_watches_init(cn_bus *b) { pthread_mutex_init(&b->watches.lock, NULL); }
+void cn_watches_init(cn_bus *b) { cn_mutex_init(&b->watches.lock, CN_LOCK_WATCHES); }
 
 void cn_watches_free(cn_bus *b) {
     free(b->watches.watches);
     free(b->watches.timeouts);
     free(b->watches.deadlines);
-    pthread_mutex_destroy(&b->watches.lock);
+    cn_mutex_destroy(&b->watches.lock);
 }
 
 /* ---- what libdbus calls ---- */
@@ -22,25 +22,25 @@ void cn_watches_free(cn_bus *b) {
 static dbus_bool_t add_watch(DBusWatch *w, void *data) {
     cn_bus *b = data;
     cn_bus_watches *ws = &b->watches;
-    pthread_mutex_lock(&ws->lock);
+    cn_mutex_lock(&ws->lock);
     if (ws->nwatches == ws->capwatches) {
         size_t cap = ws->capwatches ? ws->capwatches * 2 : 4;
         DBusWatch **n = realloc(ws->watches, cap * sizeof *n);
-        if (!n) { pthread_mutex_unlock(&ws->lock); return FALSE; }
+        if (!n) { cn_mutex_unlock(&ws->lock); return FALSE; }
         ws->watches = n; ws->capwatches = cap;
     }
     ws->watches[ws->nwatches++] = w;
-    pthread_mutex_unlock(&ws->lock);
+    cn_mutex_unlock(&ws->lock);
     cn_gate_wake(b, CN_DEFERRED_OTHER);
     return TRUE;
 }
 
 static void remove_watch(DBusWatch *w, void *data) {
     cn_bus_watches *ws = &((cn_bus *)data)->watches;
-    pthread_mutex_lock(&ws->lock);
+    cn_mutex_lock(&ws->lock);
     for (size_t i = 0; i < ws->nwatches; i++)
         if (ws->watches[i] == w) { ws->watches[i] = ws->watches[--ws->nwatches]; break; }
-    pthread_mutex_unlock(&ws->lock);
+    cn_mutex_unlock(&ws->lock);
 }
 
 static void toggle_watch(DBusWatch *w, void *data) {
@@ -49,36 +49,36 @@ static void toggle_watch(DBusWatch *w, void *data) {
 
 static int watch_alive(cn_bus_watches *ws, DBusWatch *w) {
     int alive = 0;
-    pthread_mutex_lock(&ws->lock);
+    cn_mutex_lock(&ws->lock);
     for (size_t i = 0; i < ws->nwatches && !alive; i++) alive = ws->watches[i] == w;
-    pthread_mutex_unlock(&ws->lock);
+    cn_mutex_unlock(&ws->lock);
     return alive;
 }
 
 static dbus_bool_t add_timeout(DBusTimeout *t, void *data) {
     cn_bus *b = data;
     cn_bus_watches *ws = &b->watches;
-    pthread_mutex_lock(&ws->lock);
+    cn_mutex_lock(&ws->lock);
     if (ws->ntimeouts == ws->captimeouts) {
         size_t cap = ws->captimeouts ? ws->captimeouts * 2 : 4;
         DBusTimeout **n = realloc(ws->timeouts, cap * sizeof *n);
         if (n) ws->timeouts = n;
         uint64_t *d = realloc(ws->deadlines, cap * sizeof *d);
         if (d) ws->deadlines = d;
-        if (!n || !d) { pthread_mutex_unlock(&ws->lock); return FALSE; }
+        if (!n || !d) { cn_mutex_unlock(&ws->lock); return FALSE; }
         ws->captimeouts = cap;
     }
     ws->timeouts[ws->ntimeouts] = t;
     ws->deadlines[ws->ntimeouts] = cn_now_ms() + (uint64_t)dbus_timeout_get_interval(t);
     ws->ntimeouts++;
-    pthread_mutex_unlock(&ws->lock);
+    cn_mutex_unlock(&ws->lock);
     cn_gate_wake(b, CN_DEFERRED_OTHER);
     return TRUE;
 }
 
 static void remove_timeout(DBusTimeout *t, void *data) {
     cn_bus_watches *ws = &((cn_bus *)data)->watches;
-    pthread_mutex_lock(&ws->lock);
+    cn_mutex_lock(&ws->lock);
     for (size_t i = 0; i < ws->ntimeouts; i++)
         if (ws->timeouts[i] == t) {
             ws->ntimeouts--;
@@ -86,16 +86,16 @@ static void remove_timeout(DBusTimeout *t, void *data) {
             ws->deadlines[i] = ws->deadlines[ws->ntimeouts];
             break;
         }
-    pthread_mutex_unlock(&ws->lock);
+    cn_mutex_unlock(&ws->lock);
 }
 
 static void toggle_timeout(DBusTimeout *t, void *data) {
     cn_bus *b = data;
     cn_bus_watches *ws = &b->watches;
-    pthread_mutex_lock(&ws->lock);
+    cn_mutex_lock(&ws->lock);
     for (size_t i = 0; i < ws->ntimeouts; i++)
         if (ws->timeouts[i] == t) ws->deadlines[i] = cn_now_ms() + (uint64_t)dbus_timeout_get_interval(t);
-    pthread_mutex_unlock(&ws->lock);
+    cn_mutex_unlock(&ws->lock);
     cn_gate_wake(b, CN_DEFERRED_OTHER);
 }
 
@@ -129,7 +129,7 @@ size_t cn_watches_prepare(cn_bus *b, struct pollfd *fds, size_t cap, int *timeou
     /* A poster left a backlog (cn_gate_send_leave): leave the writing to it for a grace period,
      * during which the flag stays set, so posters do not wake the loop again. */
     ws->grace = cn_gate_backlog_pending(b);
-    pthread_mutex_lock(&ws->lock);
+    cn_mutex_lock(&ws->lock);
     for (size_t i = 0; i < ws->nwatches && n < cap; i++) {
         DBusWatch *w = ws->watches[i];
         if (!dbus_watch_get_enabled(w)) continue;
@@ -146,7 +146,7 @@ size_t cn_watches_prepare(cn_bus *b, struct pollfd *fds, size_t cap, int *timeou
         int left = ws->deadlines[i] > now ? (int)(ws->deadlines[i] - now) : 0;
         if (timeout < 0 || left < timeout) timeout = left;
     }
-    pthread_mutex_unlock(&ws->lock);
+    cn_mutex_unlock(&ws->lock);
     ws->next_timeout = timeout;
     if (ws->grace && (timeout < 0 || timeout > CN_BACKLOG_GRACE_MS)) timeout = CN_BACKLOG_GRACE_MS;
     cn_loop_timeout_lower(timeout_ms, timeout);
@@ -169,13 +169,13 @@ static void run_due_timeouts(cn_bus *b) {
     for (;;) {
         DBusTimeout *due = NULL;
         cn_gate_enter_exclusive(b);
-        pthread_mutex_lock(&ws->lock);
+        cn_mutex_lock(&ws->lock);
         for (size_t i = 0; i < ws->ntimeouts && !due; i++)
             if (dbus_timeout_get_enabled(ws->timeouts[i]) && ws->deadlines[i] <= now) {
                 due = ws->timeouts[i];
                 ws->deadlines[i] = now + (uint64_t)dbus_timeout_get_interval(due);
             }
-        pthread_mutex_unlock(&ws->lock);
+        cn_mutex_unlock(&ws->lock);
         if (due) dbus_timeout_handle(due);
         cn_gate_leave_exclusive(b);
         if (!due) break;

@@ -170,7 +170,7 @@ static void fast_destroy(cn_transport *t) {
     free(f);
 }
 
-static void fast_set_enabled(cn_transport *t, int enabled) {
+void cn_fast_transport_set(cn_transport *t, int enabled) {
     cn_fast *f = fast_of(t);
     int was = atomic_exchange(&f->enabled, enabled);
     if (was && !enabled) {
@@ -185,7 +185,7 @@ static void fast_set_enabled(cn_transport *t, int enabled) {
     cn_loop_wake(f->loop);
 }
 
-static void fast_stats(cn_transport *t, CNotify_fast_path_stats *out) {
+void cn_fast_transport_stats(cn_transport *t, CNotify_fast_path_stats *out) {
     cn_fast *f = fast_of(t);
     out->enabled = atomic_load(&f->enabled);
     out->sent = atomic_load(&f->fast_sent);
@@ -194,13 +194,13 @@ static void fast_stats(cn_transport *t, CNotify_fast_path_stats *out) {
     out->fallbacks = atomic_load(&f->fallbacks);
     out->refused = atomic_load(&f->refused);
     out->bus_skipped = atomic_load(&f->bus_skipped);
-    pthread_mutex_lock(&f->peers.lock);
+    cn_mutex_lock(&f->peers.lock);
     out->peers = 0;
     for (size_t i = 0; i < f->peers.npeers; i++) out->peers += cn_peers_is_ready(f->peers.peers[i]);
-    pthread_mutex_unlock(&f->peers.lock);
+    cn_mutex_unlock(&f->peers.lock);
 }
 
-static void fast_guards(cn_transport *t, CNotify_fast_path_guards *out) {
+void cn_fast_transport_guards(cn_transport *t, CNotify_fast_path_guards *out) {
     cn_fast *f = fast_of(t);
     out->unverified_closed = atomic_load(&f->unverified_closed);
     out->credential_asks = atomic_load(&f->credential_asks);
@@ -223,10 +223,9 @@ static const cn_transport_ops fast_ops = {
     .unsubscribe = fast_unsubscribe,
     .address = fast_address,
     .destroy = fast_destroy,
-    .set_fast_path = fast_set_enabled,
-    .fast_path_stats = fast_stats,
-    .fast_path_guards = fast_guards,
 };
+
+int cn_fast_transport_is(const cn_transport *t) { return t->ops == &fast_ops; }
 
 cn_transport *cn_fast_transport_new(const char *spec, int resolved, cn_bus_kind kind, char *address, cn_loop *loop,
                                     cn_transport_events up) {

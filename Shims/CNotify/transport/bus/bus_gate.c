@@ -27,32 +27,33 @@ void cn_gate_init(cn_bus *b) {
     pthread_rwlockattr_t attr;
     pthread_rwlockattr_init(&attr);
     pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&b->gate.rw, &attr);
+    pthread_rwlock_init(&b->gate.rw.rw, &attr);
+    b->gate.rw.level = CN_LOCK_GATE;
     pthread_rwlockattr_destroy(&attr);
-    pthread_mutex_init(&b->gate.room_lock, NULL);
+    cn_mutex_init(&b->gate.room_lock, CN_LOCK_ROOM);
     pthread_cond_init(&b->gate.room, NULL);
 }
 
 void cn_gate_free(cn_bus *b) {
-    pthread_rwlock_destroy(&b->gate.rw);
-    pthread_mutex_destroy(&b->gate.room_lock);
+    pthread_rwlock_destroy(&b->gate.rw.rw);
+    cn_mutex_destroy(&b->gate.room_lock);
     pthread_cond_destroy(&b->gate.room);
 }
 
 void cn_gate_enter(cn_bus *b) {
-    if (!cn_loop_on_thread(b->loop)) pthread_rwlock_rdlock(&b->gate.rw); /* the loop never races itself */
+    if (!cn_loop_on_thread(b->loop)) cn_rwlock_rdlock(&b->gate.rw); /* the loop never races itself */
 }
 
 void cn_gate_leave(cn_bus *b) {
-    if (!cn_loop_on_thread(b->loop)) pthread_rwlock_unlock(&b->gate.rw);
+    if (!cn_loop_on_thread(b->loop)) cn_rwlock_unlock(&b->gate.rw);
 }
 
 void cn_gate_enter_exclusive(cn_bus *b) {
     assert(cn_loop_on_thread(b->loop));
-    pthread_rwlock_wrlock(&b->gate.rw);
+    cn_rwlock_wrlock(&b->gate.rw);
 }
 
-void cn_gate_leave_exclusive(cn_bus *b) { pthread_rwlock_unlock(&b->gate.rw); }
+void cn_gate_leave_exclusive(cn_bus *b) { cn_rwlock_unlock(&b->gate.rw); }
 
 void cn_gate_wake(cn_bus *b, int what) {
     if (cn_loop_on_thread(b->loop)) return;
@@ -88,19 +89,19 @@ void cn_gate_take_backlog(cn_bus *b) { atomic_store_explicit(&b->gate.backlog, 0
 
 void cn_gate_await_room(cn_bus *b, long ms) {
     if (ms <= 0) return;
-    pthread_mutex_lock(&b->gate.room_lock);
+    cn_mutex_lock(&b->gate.room_lock);
     atomic_fetch_add_explicit(&b->gate.room_waiters, 1, memory_order_acq_rel);
     atomic_store_explicit(&b->gate.backlog, 1, memory_order_release); /* the loop writes after its grace */
     cn_loop_wake(b->loop);
     struct timespec deadline = cn_deadline_in(ms);
-    pthread_cond_timedwait(&b->gate.room, &b->gate.room_lock, &deadline);
+    cn_cond_timedwait(&b->gate.room, &b->gate.room_lock, &deadline);
     atomic_fetch_sub_explicit(&b->gate.room_waiters, 1, memory_order_acq_rel);
-    pthread_mutex_unlock(&b->gate.room_lock);
+    cn_mutex_unlock(&b->gate.room_lock);
 }
 
 void cn_gate_room_made(cn_bus *b) {
     if (atomic_load_explicit(&b->gate.room_waiters, memory_order_acquire) == 0) return;
-    pthread_mutex_lock(&b->gate.room_lock);
+    cn_mutex_lock(&b->gate.room_lock);
     pthread_cond_broadcast(&b->gate.room);
-    pthread_mutex_unlock(&b->gate.room_lock);
+    cn_mutex_unlock(&b->gate.room_lock);
 }

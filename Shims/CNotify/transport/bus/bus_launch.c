@@ -25,7 +25,7 @@ typedef struct {
     DBusMessage *first; /* the first answer, delivered by the thread */
 } checkin;
 
-static pthread_mutex_t once_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf: guards `checked_in` only */
+static cn_mutex once_lock = CN_MUTEX_INITIALIZER(CN_LOCK_LAUNCH); /* guards `checked_in` only */
 static int checked_in;
 
 static DBusMessage *take(checkin *c, uint32_t wait_ms, DBusError *err) {
@@ -162,10 +162,10 @@ uint32_t cn_launch_check_in(const char *job, const char *bus, CNotify_launch_han
         const char *session = getenv("DBUS_SESSION_BUS_ADDRESS");
         bus = geteuid() == 0 || !session || !session[0] ? "system" : "session";
     }
-    pthread_mutex_lock(&once_lock);
+    cn_mutex_lock(&once_lock);
     int already = checked_in;
     checked_in = 1;
-    pthread_mutex_unlock(&once_lock);
+    cn_mutex_unlock(&once_lock);
     if (already) {
         cn_set_error("this process has checked in already (once per process, as xpc_set_event_stream_handler)");
         return NOTIFY_STATUS_INVALID_REQUEST;
@@ -193,9 +193,9 @@ uint32_t cn_launch_check_in(const char *job, const char *bus, CNotify_launch_han
         if (c && c->first) dbus_message_unref(c->first);
         if (c && c->conn) { dbus_connection_close(c->conn); dbus_connection_unref(c->conn); }
         if (c) { free(c->job); free(c->token); free(c); }
-        pthread_mutex_lock(&once_lock);
+        cn_mutex_lock(&once_lock);
         checked_in = 0;
-        pthread_mutex_unlock(&once_lock);
+        cn_mutex_unlock(&once_lock);
     }
     return st;
 }

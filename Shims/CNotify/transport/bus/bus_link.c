@@ -19,7 +19,7 @@ typedef struct cn_link_waiter {
 } cn_link_waiter;
 
 void cn_link_init(cn_bus *b, char *address) {
-    pthread_mutex_init(&b->link.lock, NULL);
+    cn_mutex_init(&b->link.lock, CN_LOCK_LINK);
     atomic_init(&b->link.address, address);
 }
 
@@ -27,7 +27,7 @@ void cn_link_free(cn_bus *b) {
     assert(b->link.conn == NULL); /* the loop thread closed it */
     assert(b->link.waiters == NULL);
     free(atomic_load(&b->link.address));
-    pthread_mutex_destroy(&b->link.lock);
+    cn_mutex_destroy(&b->link.lock);
 }
 
 const char *cn_link_address(cn_bus *b) {
@@ -59,11 +59,11 @@ static void learn_identity(cn_bus *b, DBusConnection *conn) {
      * empty: our restricted posts then carry no credential, and we accept none. */
     char *bus_id = dbus_bus_get_id(conn, NULL);
     const char *unique = dbus_bus_get_unique_name(conn);
-    pthread_mutex_lock(&b->link.lock);
+    cn_mutex_lock(&b->link.lock);
     snprintf(b->link.bus_id, sizeof b->link.bus_id, "%s", bus_id && strlen(bus_id) == CN_BUS_ID_LEN ? bus_id : "");
     snprintf(b->link.unique_name, sizeof b->link.unique_name, "%s", unique ? unique : "");
     b->link.can_pass_fds = dbus_connection_can_send_type(conn, DBUS_TYPE_UNIX_FD);
-    pthread_mutex_unlock(&b->link.lock);
+    cn_mutex_unlock(&b->link.lock);
     dbus_free(bus_id);
 }
 
@@ -92,19 +92,19 @@ DBusConnection *cn_link_open(cn_bus *b) {
 }
 
 void cn_link_publish(cn_bus *b, DBusConnection *conn) {
-    pthread_mutex_lock(&b->link.lock);
+    cn_mutex_lock(&b->link.lock);
     b->link.conn = conn;
     b->link.gen++;
-    pthread_mutex_unlock(&b->link.lock);
+    cn_mutex_unlock(&b->link.lock);
 }
 
 DBusConnection *cn_link_drop(cn_bus *b) {
-    pthread_mutex_lock(&b->link.lock);
+    cn_mutex_lock(&b->link.lock);
     DBusConnection *conn = b->link.conn;
     b->link.conn = NULL;
     for (cn_link_waiter *lw = b->link.waiters; lw; lw = lw->next)
         if (lw->gen == b->link.gen) cn_completion_signal(lw->w); /* their reply died with the connection */
-    pthread_mutex_unlock(&b->link.lock);
+    cn_mutex_unlock(&b->link.lock);
     if (conn) {
         /* The close, which completes the connection's pending calls, with the gate held
          * exclusively: no poster or registrant is inside libdbus on this connection meanwhile.
@@ -121,7 +121,7 @@ DBusConnection *cn_link_drop(cn_bus *b) {
 }
 
 int cn_link_view_get(cn_bus *b, cn_link_view *out, int with_identity) {
-    pthread_mutex_lock(&b->link.lock);
+    cn_mutex_lock(&b->link.lock);
     out->conn = b->link.conn ? dbus_connection_ref(b->link.conn) : NULL;
     out->gen = b->link.conn ? b->link.gen : 0;
     out->can_pass_fds = b->link.can_pass_fds;
@@ -129,38 +129,38 @@ int cn_link_view_get(cn_bus *b, cn_link_view *out, int with_identity) {
         memcpy(out->bus_id, b->link.bus_id, sizeof out->bus_id);
         memcpy(out->unique_name, b->link.unique_name, sizeof out->unique_name);
     }
-    pthread_mutex_unlock(&b->link.lock);
+    cn_mutex_unlock(&b->link.lock);
     return out->conn != NULL;
 }
 
 uint64_t cn_link_gen(cn_bus *b) {
-    pthread_mutex_lock(&b->link.lock);
+    cn_mutex_lock(&b->link.lock);
     uint64_t gen = b->link.conn ? b->link.gen : 0;
-    pthread_mutex_unlock(&b->link.lock);
+    cn_mutex_unlock(&b->link.lock);
     return gen;
 }
 
 int cn_link_bus_id(cn_bus *b, char out[CN_BUS_ID_LEN + 1]) {
-    pthread_mutex_lock(&b->link.lock);
+    cn_mutex_lock(&b->link.lock);
     memcpy(out, b->link.bus_id, CN_BUS_ID_LEN + 1);
-    pthread_mutex_unlock(&b->link.lock);
+    cn_mutex_unlock(&b->link.lock);
     return out[0] != '\0';
 }
 
 void cn_link_track(cn_bus *b, cn_completion *w, uint64_t gen) {
     cn_link_waiter *lw = malloc(sizeof *lw);
-    pthread_mutex_lock(&b->link.lock);
+    cn_mutex_lock(&b->link.lock);
     int gone = b->link.gen != gen || !b->link.conn; /* dropped before we were listed */
     if (lw) {
         *lw = (cn_link_waiter){ w, gen, b->link.waiters };
         b->link.waiters = lw;
     }
-    pthread_mutex_unlock(&b->link.lock);
+    cn_mutex_unlock(&b->link.lock);
     if (gone) cn_completion_signal(w);
 }
 
 void cn_link_untrack(cn_bus *b, cn_completion *w) {
-    pthread_mutex_lock(&b->link.lock);
+    cn_mutex_lock(&b->link.lock);
     for (cn_link_waiter **p = &b->link.waiters; *p; p = &(*p)->next)
         if ((*p)->w == w) {
             cn_link_waiter *gone = *p;
@@ -168,5 +168,5 @@ void cn_link_untrack(cn_bus *b, cn_completion *w) {
             free(gone);
             break;
         }
-    pthread_mutex_unlock(&b->link.lock);
+    cn_mutex_unlock(&b->link.lock);
 }
