@@ -146,6 +146,37 @@ int cmd_forge_seq(int argc, char **argv) {
     return 0;
 }
 
+/* forge-origin ORIGIN NAME:SEQ...: one raw connection posts each NAME with its SEQ and the origin
+ * ORIGIN (PROTOCOL.md "Origins": a `t` after the sequence), in order, then exits: a bus-only
+ * poster whose numbers the test chooses. */
+int cmd_forge_origin(int argc, char **argv) {
+    if (argc < 2) return fail("usage: forge-origin ORIGIN NAME:SEQ...", NOTIFY_STATUS_INVALID_REQUEST);
+    dbus_uint64_t origin = strtoull(argv[0], NULL, 10);
+    DBusConnection *conn = raw_connect();
+    if (!conn) return 1;
+    for (int i = 1; i < argc; i++) {
+        char name[256];
+        const char *colon = strrchr(argv[i], ':');
+        if (!colon || (size_t)(colon - argv[i]) >= sizeof name) return fail("NAME:SEQ", NOTIFY_STATUS_INVALID_REQUEST);
+        memcpy(name, argv[i], (size_t)(colon - argv[i]));
+        name[colon - argv[i]] = 0;
+        dbus_uint64_t seq = strtoull(colon + 1, NULL, 10);
+        const char *arg = name;
+        char iface[64];
+        bucket(name, iface);
+        DBusMessage *m = dbus_message_new_signal("/org/darwinnotify", iface, "Post");
+        int ok = m && dbus_message_append_args(m, DBUS_TYPE_STRING, &arg, DBUS_TYPE_UINT64, &seq, DBUS_TYPE_UINT64, &origin,
+                                               DBUS_TYPE_INVALID) && dbus_connection_send(conn, m, NULL);
+        if (m) dbus_message_unref(m);
+        if (!ok) return fail("send", NOTIFY_STATUS_FAILED);
+    }
+    dbus_connection_flush(conn);
+    out("sent %d", argc - 1);
+    dbus_connection_close(conn);
+    dbus_connection_unref(conn);
+    return 0;
+}
+
 /* forge-huge COUNT BYTES: posts COUNT distinct names of BYTES bytes each (the plain interface,
  * a sequence), as any process on the bus could: a monitor must not keep them. */
 int cmd_forge_huge(int argc, char **argv) {

@@ -490,6 +490,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "count")) return cmd_count(argc, argv);
     if (!strcmp(cmd, "raw-post")) return cmd_raw_post(argc, argv);
     if (!strcmp(cmd, "forge-seq")) return cmd_forge_seq(argc, argv);
+    if (!strcmp(cmd, "forge-origin")) return cmd_forge_origin(argc, argv);
     if (!strcmp(cmd, "forge-huge")) return cmd_forge_huge(argc, argv);
     if (!strcmp(cmd, "watch-namespace")) return cmd_watch_namespace(argc, argv);
     if (!strcmp(cmd, "replay")) return cmd_replay(argc, argv);

@@ -58,6 +58,7 @@ int cmd_stats(int argc, char **argv);
 int cmd_count(int argc, char **argv);
 int cmd_raw_post(int argc, char **argv);
 int cmd_forge_seq(int argc, char **argv);
+int cmd_forge_origin(int argc, char **argv);
 int cmd_forge_huge(int argc, char **argv);
 int cmd_watch_namespace(int argc, char **argv);
 int cmd_replay(int argc, char **argv);

@@ -156,14 +156,23 @@ final class Printer: @unchecked Sendable {
     private let json: Bool
     private let limit: Int?
     private var printed = 0
-    private var lock = pthread_mutex_t()
-    private var done = pthread_cond_t()
+    // Allocated, not stored properties passed with `&`: Swift does not promise a stored
+    // property's address stays the same across accesses, and pthread objects must not move.
+    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let done = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
     init(json: Bool, limit: Int?) {
         self.json = json
         self.limit = limit
-        pthread_mutex_init(&lock, nil)
-        pthread_cond_init(&done, nil)
+        pthread_mutex_init(lock, nil)
+        pthread_cond_init(done, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(done)
+        pthread_mutex_destroy(lock)
+        done.deallocate()
+        lock.deallocate()
     }
 
     func print(_ note: CNotify_distributed_note) {
@@ -178,19 +187,19 @@ final class Printer: @unchecked Sendable {
         } else {
             line = name + (object.map { " object=\($0)" } ?? "") + (note.user_info.map { " userInfo=\(PlistJSONWriter.json($0))" } ?? "")
         }
-        pthread_mutex_lock(&lock)
+        pthread_mutex_lock(lock)
         if limit.map({ printed < $0 }) ?? true {
             StandardStreams.out(line + "\n")
             printed += 1
-            pthread_cond_broadcast(&done)
+            pthread_cond_broadcast(done)
         }
-        pthread_mutex_unlock(&lock)
+        pthread_mutex_unlock(lock)
     }
 
     func waitUntilDone() {
-        pthread_mutex_lock(&lock)
-        while limit.map({ printed < $0 }) ?? true { pthread_cond_wait(&done, &lock) }
-        pthread_mutex_unlock(&lock)
+        pthread_mutex_lock(lock)
+        while limit.map({ printed < $0 }) ?? true { pthread_cond_wait(done, lock) }
+        pthread_mutex_unlock(lock)
     }
 }
 

@@ -69,6 +69,24 @@ extension IntegrationSuites {
             for child in [observer, poster, plain] { child.closeStdin(); _ = try child.waitForExit() }
         }
 
+        @Test("a poster that posts and exits at once (notifyutil -p, the C front door) goes by the bus alone: its first posts wait for no connection (docs: Fast path, Connecting)")
+        func oneShotPosterTakesTheBus() throws {
+            let observer = try peer()
+            _ = try command(observer, "observe fp.once") { $0 == "observing fp.once" }
+            let before = try stats(observer)
+            for round in 1 ... 5 {
+                let result = try run("notifyutil", ["-p", "fp.once", "-p", "fp.once"], environment: bus.environment)
+                #expect(result.status == 0, "round \(round): \(result.err)")
+            }
+            try observer.waitForLine(timeout: 30) { _ in received(observer, "fp.once").count >= 10 }
+            let after = try stats(observer)
+            // Every post delivered, none directly, no second copy: each came by the bus alone.
+            #expect(received(observer, "fp.once").count == 10, "\(observer.lines.suffix(12))")
+            #expect(after["fast_delivered"] == before["fast_delivered"] && after["duplicates"] == before["duplicates"], "before \(before), after \(after)")
+            observer.closeStdin()
+            _ = try observer.waitForExit()
+        }
+
         @Test("per-poster order across the fast path and the bus: posts alternating between two names stay alternating while the fast path goes off and on every 50 pairs")
         func orderAcrossSwitches() throws {
             let observer = try peer()

@@ -49,6 +49,17 @@ extension IntegrationSuites {
             _ = try observer.waitForExit()
         }
 
+        @Test("a bus-only poster's repeats (PROTOCOL.md Origins): per origin and name, only the number just seen again is a duplicate; a jump back is taken (5, 3, 3, 5, 6: four delivered)")
+        func busOnlyDuplicateRule() throws {
+            let observer = try ChildProcess("cnotify-probe", ["observe", "5", "seq.o", "seq.o.end"], environment: bus.environment)
+            try observer.waitForLine("ready")
+            let forged = try run("cnotify-probe", ["forge-origin", "77", "seq.o:5", "seq.o:3", "seq.o:3", "seq.o:5", "seq.o:6", "seq.o.end:1"],
+                                 environment: bus.environment)
+            #expect(forged.status == 0, "\(forged)")
+            #expect(try observer.waitForExit(timeout: 30) == 0, "\(observer.lines)")
+            #expect(observer.lines.filter { $0 != "ready" } == ["seq.o", "seq.o", "seq.o", "seq.o", "seq.o.end"], "\(observer.lines)")
+        }
+
         @Test("one sender alternating sequence 1 and 2^20+2 adds at most 2^22 to gaps in all (issue 19 item 13)")
         func alternatingSequencesAreBoundedPerSender() throws {
             let observer = try ChildProcess("cnotify-probe", ["stats", "seq.alt"], environment: bus.environment, stdin: true)

@@ -232,6 +232,62 @@ fail:
     return -1;
 }
 
+/* The next peer due for a connection, its names copied out and marked "being connected"; 0 when
+ * none is due now (the poll bounded by the earliest that will be). peers.lock held. */
+static int pick_due_locked(cn_fast *f, uint64_t now, char unique[256], char token[CN_FAST_TOKEN_LEN + 1], int *timeout_ms) {
+    cn_fast_peers *p = &f->peers;
+    int found = 0;
+    /* At the cap, the others keep their records (and, direct only, their bus copies) and are
+     * connected once one of these goes. */
+    int room = connections_locked(p) < f->fd_cap;
+    for (size_t i = 0; room && i < p->npeers && !found; i++) {
+        cn_fast_peer *peer = p->peers[i];
+        if (peer->state != CN_K_KNOWN || !peer->observes || peer->retry_at == UINT64_MAX) continue;
+        if (peer->retry_at > now) {
+            connect_due_locked(f, peer->retry_at);
+            continue;
+        }
+        memcpy(unique, peer->unique, 256);
+        memcpy(token, peer->token, CN_FAST_TOKEN_LEN + 1);
+        peer->retry_at = UINT64_MAX; /* being connected */
+        found = 1;
+    }
+    if (!room) connect_due_locked(f, now + CN_FAST_RETRY_MS);
+    uint64_t next = atomic_load(&p->connect_at);
+    if (!found && next != UINT64_MAX) cn_loop_timeout_until(timeout_ms, next, now); /* the earliest still due */
+    return found;
+}
+
+/* A connection made (fd, or -1) to the peer `unique` announced with `token`: ready once it is
+ * polled and its barrier is on the bus, else closed and retried later. peers.lock held. */
+static void adopt_locked(cn_fast *f, const char *unique, const char *token, int fd, uid_t uid, gid_t gid,
+                         uint64_t sync_token, uint64_t now) {
+    cn_fast_peer *peer = find_locked(&f->peers, unique, NULL);
+    struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+    if (peer) ev.data.ptr = &peer->io;
+    /* The barrier, sent with the lock held: a post takes the lock around its direct copies
+     * and its bus copy (cn_peers_post), so every post that went by the bus alone is on the
+     * bus before the Sync, and every post after it has its direct copy too. */
+    if (peer && fd >= 0 && strcmp(peer->token, token) == 0 && epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0
+        && cn_bus_fast_sync(f->bus_impl, unique, sync_token) == NOTIFY_STATUS_OK) {
+        socklen_t len = sizeof peer->sndbuf;
+        if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &peer->sndbuf, &len) != 0) peer->sndbuf = 0; /* never pressed */
+        peer->unchecked = 0;
+        peer->io.fd = fd;
+        peer->uid = uid;
+        peer->gid = gid;
+        peer->state = CN_K_READY;
+        peer->retry_at = 0;
+        return;
+    }
+    if (peer && fd >= 0) epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+    if (fd >= 0) close(fd);
+    if (peer && peer->retry_at == UINT64_MAX) {
+        peer->retry_at = now + CN_FAST_RETRY_MS;
+        if (peer->observes) connect_due_locked(f, peer->retry_at);
+    }
+}
+
 void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
     cn_fast_peers *p = &f->peers;
     uint64_t origin = atomic_load(&p->origin);
@@ -246,26 +302,8 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
     atomic_store(&p->connect_at, UINT64_MAX); /* what is still due is noted again below */
     for (;;) { /* one peer at a time, the lock dropped while connecting */
         char unique[256], token[CN_FAST_TOKEN_LEN + 1];
-        int found = 0;
         cn_mutex_lock(&p->lock);
-        /* At the cap, the others keep their records (and, direct only, their bus copies) and are
-         * connected once one of these goes. */
-        int room = connections_locked(p) < f->fd_cap;
-        for (size_t i = 0; room && i < p->npeers && !found; i++) {
-            cn_fast_peer *peer = p->peers[i];
-            if (peer->state != CN_K_KNOWN || !peer->observes || peer->retry_at == UINT64_MAX) continue;
-            if (peer->retry_at > now) {
-                connect_due_locked(f, peer->retry_at);
-                continue;
-            }
-            memcpy(unique, peer->unique, sizeof unique);
-            memcpy(token, peer->token, sizeof token);
-            peer->retry_at = UINT64_MAX; /* being connected */
-            found = 1;
-        }
-        if (!room) connect_due_locked(f, now + CN_FAST_RETRY_MS);
-        uint64_t next = atomic_load(&p->connect_at);
-        if (!found && next != UINT64_MAX) cn_loop_timeout_until(timeout_ms, next, now); /* the earliest still due */
+        int found = pick_due_locked(f, now, unique, token, timeout_ms);
         cn_mutex_unlock(&p->lock);
         if (!found) return;
         uid_t uid = 0;
@@ -273,30 +311,7 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
         uint64_t sync_token = 0;
         int fd = connect_peer(f, unique, token, origin, &uid, &gid, &sync_token);
         cn_mutex_lock(&p->lock);
-        cn_fast_peer *peer = find_locked(p, unique, NULL);
-        struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
-        if (peer) ev.data.ptr = &peer->io;
-        /* The barrier, sent with the lock held: a post takes the lock around its direct copies
-         * and its bus copy (cn_peers_post), so every post that went by the bus alone is on the
-         * bus before the Sync, and every post after it has its direct copy too. */
-        if (peer && fd >= 0 && strcmp(peer->token, token) == 0 && epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0
-            && cn_bus_fast_sync(f->bus_impl, unique, sync_token) == NOTIFY_STATUS_OK) {
-            socklen_t len = sizeof peer->sndbuf;
-            if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &peer->sndbuf, &len) != 0) peer->sndbuf = 0; /* never pressed */
-            peer->unchecked = 0;
-            peer->io.fd = fd;
-            peer->uid = uid;
-            peer->gid = gid;
-            peer->state = CN_K_READY;
-            peer->retry_at = 0;
-        } else {
-            if (peer && fd >= 0) epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
-            if (fd >= 0) close(fd);
-            if (peer && peer->retry_at == UINT64_MAX) {
-                peer->retry_at = now + CN_FAST_RETRY_MS;
-                if (peer->observes) connect_due_locked(f, peer->retry_at);
-            }
-        }
+        adopt_locked(f, unique, token, fd, uid, gid, sync_token, now);
         cn_mutex_unlock(&p->lock);
     }
 }

@@ -116,18 +116,44 @@ void cn_peers_await_room(cn_fast *f) {
     cn_mutex_unlock(&p->lock);
 }
 
+/* A post of a new origin: the first post (discovery starts now), or a new numbering (PROTOCOL.md
+ * "Origins"): every connection is made again, so that each endpoint learns it from a HELLO. */
+static void note_origin(cn_fast *f, uint64_t origin) {
+    cn_fast_peers *p = &f->peers;
+    uint64_t known = atomic_load(&p->origin);
+    if (known == origin) return;
+    atomic_store(&p->origin, origin);
+    if (known) cn_peers_disconnected(f);
+    atomic_store(&p->query_due, 1);
+    cn_loop_wake(f->loop);
+}
+
+/* The frame to one connected peer, non-blocking: 1 sent, 0 not (it then needs the bus copy).
+ * peers.lock held. */
+static int copy_to_peer_locked(cn_fast *f, cn_fast_peer *peer, const unsigned char *frame, size_t n) {
+    if (peer->behind_since && !resync_locked(f, peer)) return 0; /* still no room: the bus copy */
+    if (send(peer->io.fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n) {
+        atomic_fetch_add(&f->fast_sent, 1);
+        look_at_room_locked(f, peer);
+        return 1;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        /* No room (it reads slower than we post): this post takes the bus, and the next direct
+         * one waits behind a new barrier (resync_locked); the poster waits for room at most
+         * CN_FAST_STALL_MS, no lock held (cn_peers_await_room). */
+        peer->behind_since = cn_now_ms();
+        atomic_fetch_add(&f->peers.behind, 1);
+    } else { /* gone */
+        atomic_fetch_add(&f->fallbacks, 1);
+        cn_peer_disconnect_locked(f, peer, cn_now_ms() + CN_FAST_RETRY_MS);
+    }
+    return 0;
+}
+
 uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only) {
     cn_fast_peers *p = &f->peers;
     int sent = 0, failed = 0, unreached = 0;
-    uint64_t known = atomic_load(&p->origin);
-    if (known != post->origin) {
-        /* The first post: discovery starts now. A new origin (PROTOCOL.md "Origins"): every
-         * connection is made again, so that each endpoint learns it from a HELLO. */
-        atomic_store(&p->origin, post->origin);
-        if (known) cn_peers_disconnected(f);
-        atomic_store(&p->query_due, 1);
-        cn_loop_wake(f->loop);
-    }
+    note_origin(f, post->origin);
     unsigned bucket = cn_fast_bucket(post->name);
     cn_guard guard; /* who may read it: a user.uid.N name N and root, a reserved one as its r bits say */
     int guarded = cn_name_guard_cached(post->name, &guard); /* outbox.lock held: no file looked at */
@@ -145,27 +171,8 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
         /* user.uid.N: to N's processes (and root's) only, as no other may need it; a reserved
          * name to those its mode lets observe it. */
         if (reserved && !cn_guard_may_read(&guard, peer->uid, &peer->gid, 1)) continue;
-        if (peer->behind_since && !resync_locked(f, peer)) { /* still no room: the bus copy */
-            failed++;
-            continue;
-        }
-        if (send(peer->io.fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n) {
-            atomic_fetch_add(&f->fast_sent, 1);
-            sent++;
-            look_at_room_locked(f, peer);
-            continue;
-        }
-        failed++;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            /* No room (it reads slower than we post): this post takes the bus, and the next
-             * direct one waits behind a new barrier (resync_locked); the poster waits for room
-             * at most CN_FAST_STALL_MS, no lock held (cn_peers_await_room). */
-            peer->behind_since = cn_now_ms();
-            atomic_fetch_add(&p->behind, 1);
-        } else { /* gone */
-            atomic_fetch_add(&f->fallbacks, 1);
-            cn_peer_disconnect_locked(f, peer, cn_now_ms() + CN_FAST_RETRY_MS);
-        }
+        if (copy_to_peer_locked(f, peer, frame, n)) sent++;
+        else failed++;
     }
     /* Then the bus copy, still under the lock (see cn_peers_prepare's Sync). Direct only (opted
      * into): none once the post reached an observer directly and every observer that announced
