@@ -79,12 +79,15 @@ let package = Package(
             name: "notify-bridge",
             dependencies: ["NotifyBridge", "DarwinNotify", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
-        .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CDBus"]),
+        // What the command-line tools share to print (unbuffered stdout and stderr, JSON strings):
+        // theirs, not the library's.
+        .target(name: "CommandLineSupport"),
+        .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CDBus", "CommandLineSupport"]),
         // Distributed notifications from the shell: no Foundation (it ships beside notifyutil), the
         // Swift runtime inside as notifyutil-full has it.
         .executableTarget(
             name: "distnotify",
-            dependencies: ["DarwinNotify", "CNotify"],
+            dependencies: ["DarwinNotify", "CNotify", "CommandLineSupport"],
             linkerSettings: staticStdlibNotifyutil ? [.unsafeFlags(["-static-stdlib"])] : []
         ),
         .target(name: "DarwinNotifyFoundation", dependencies: ["DarwinNotify", "CNotify"]),
@@ -100,11 +103,11 @@ let package = Package(
         // in a static executable need the very glibc it was built with).
         .executableTarget(
             name: "notifyutil-full",
-            dependencies: ["NotifyUtilCore"],
+            dependencies: ["NotifyUtilCore", "CommandLineSupport"],
             linkerSettings: staticStdlibNotifyutil ? [.unsafeFlags(["-static-stdlib"])] : []
         ),
         .target(name: "Wormhole", dependencies: ["DarwinNotify", .product(name: "SystemPackage", package: "swift-system")]),
-        .target(name: "MMWormhole", dependencies: ["Wormhole", "DarwinNotifyFoundation"]),
+        .target(name: "MMWormhole", dependencies: ["Wormhole", "DarwinNotify", "DarwinNotifyFoundation"]),
         .executableTarget(
             name: "wormhole",
             dependencies: ["Wormhole", "DarwinNotify", .product(name: "ArgumentParser", package: "swift-argument-parser"),

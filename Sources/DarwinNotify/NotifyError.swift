@@ -57,6 +57,13 @@ public struct NotifyError: Error, Hashable, Sendable, CustomStringConvertible {
         message.isEmpty ? code.description : "\(code.description): \(message)"
     }
 
+    /// The error for a `CNotify_*` constructor that returned NULL: INVALID_REQUEST with the
+    /// sentence the C core left on this thread (`fallback` when it left none).
+    static func lastError(default fallback: String) -> NotifyError {
+        let said = String(cString: CNotify_last_error())
+        return NotifyError(code: .invalidRequest, message: said.isEmpty ? fallback : said)
+    }
+
     /// Throws the error for a non-OK status returned by a `CNotify_*` or `notify_*` call, with
     /// the sentence the C core left for it on this thread.
     static func check(_ status: UInt32) throws(NotifyError) {

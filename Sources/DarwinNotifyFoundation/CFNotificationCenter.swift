@@ -99,7 +99,7 @@ public final class CFNotificationCenter: @unchecked Sendable, CustomStringConver
             guard let name else {
                 return NotificationFailures.report(function, name: nil, "a Darwin notification center observes names, and this one is NULL")
             }
-            let callbackBox = UncheckedBox(callback)
+            let callbackBox = UncheckedTransfer(callback)
             do throws(NotifyError) {
                 let observation = try NotifyCenter.default.observe(name, queue: .main) { posted in
                     callbackBox.value(CFNotificationCenter.darwin, UnsafeMutableRawPointer(bitPattern: observerBits),
@@ -111,7 +111,7 @@ public final class CFNotificationCenter: @unchecked Sendable, CustomStringConver
             }
         case .distributed:
             let objectString = object.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) }
-            let callbackBox = UncheckedBox(callback)
+            let callbackBox = UncheckedTransfer(callback)
             let token = DistributedNotificationCenter.default().addObserver(
                 forName: name.map { Notification.Name($0) }, object: objectString,
                 suspensionBehavior: behavior.distributed, queue: nil) { note in
@@ -122,7 +122,7 @@ public final class CFNotificationCenter: @unchecked Sendable, CustomStringConver
                 }
                 if let object = note.object as? String { object.withCString { deliver(UnsafeRawPointer($0)) } } else { deliver(nil) }
             }
-            let tokenBox = UncheckedBox(token as AnyObject)
+            let tokenBox = UncheckedTransfer(token as AnyObject)
             stop = { DistributedNotificationCenter.default().removeObserver(tokenBox.value) }
         case .local:
             break

@@ -38,9 +38,9 @@ public final class DarwinNotificationBridge: Sendable {
     public let center: NotifyCenter
     public let notificationCenter: NotificationCenter
     /// Forwarded names ("name") and namespaces ("name.*"), each with what stops it.
-    private let forwards = Mutex<[String: UncheckedBox<() -> Void>]>([:])
+    private let forwards = Mutex<[String: UncheckedTransfer<() -> Void>]>([:])
     /// Foundation observer tokens (not Sendable: only handed back to `removeObserver`).
-    private let exports = Mutex<[String: UncheckedBox<NSObjectProtocol>]>([:])
+    private let exports = Mutex<[String: UncheckedTransfer<NSObjectProtocol>]>([:])
     /// Bridges that forward or export something: kept alive until invalidated.
     private static let live = Mutex<[ObjectIdentifier: DarwinNotificationBridge]>([:])
 
@@ -60,7 +60,7 @@ public final class DarwinNotificationBridge: Sendable {
             notificationCenter.post(note)
         case .enqueue(let target, let style, let coalesce):
             // NotificationQueue belongs to its thread: enqueue there, through its run loop.
-            let box = UncheckedBox(note)
+            let box = UncheckedTransfer(note)
             target.perform { queue in
                 queue.enqueue(box.value, postingStyle: style, coalesceMask: coalesce, forModes: nil)
             }
@@ -68,8 +68,8 @@ public final class DarwinNotificationBridge: Sendable {
     }
 
     private func setForward(_ key: String, stop: @escaping () -> Void) {
-        let previous = forwards.withLock { old -> UncheckedBox<() -> Void>? in
-            defer { old[key] = UncheckedBox(stop) }
+        let previous = forwards.withLock { old -> UncheckedTransfer<() -> Void>? in
+            defer { old[key] = UncheckedTransfer(stop) }
             return old[key]
         }
         previous?.value()
@@ -81,10 +81,10 @@ public final class DarwinNotificationBridge: Sendable {
     /// made itself (an export) are not: this process's observers had the original.
     /// - Throws: `NotifyError` from the Darwin registration (a bad name, no bus).
     public func forward(_ name: Notification.Name, delivery: Delivery = .post) throws {
-        let marker = Marker(bridge: self)
+        let marker = WeakTransfer(self)
         let observation = try center.observePosts(name.rawValue) { [weak self] post in
             guard let self, !post.fromThisCenter else { return }
-            self.deliver(Notification(name: name, object: marker.bridge), delivery)
+            self.deliver(Notification(name: name, object: marker.value), delivery)
         }
         setForward(name.rawValue, stop: { observation.cancel() })
     }
@@ -93,10 +93,10 @@ public final class DarwinNotificationBridge: Sendable {
     /// become notifications of their full name on `notificationCenter`. Stop with
     /// ``stopForwarding(namespace:)``.
     public func forward(namespace: String, delivery: Delivery = .post) throws {
-        let marker = Marker(bridge: self)
+        let marker = WeakTransfer(self)
         let observation = try center.observePosts(namespace: namespace) { [weak self] post in
             guard let self, !post.fromThisCenter else { return }
-            self.deliver(Notification(name: Notification.Name(post.name), object: marker.bridge), delivery)
+            self.deliver(Notification(name: Notification.Name(post.name), object: marker.value), delivery)
         }
         setForward(namespace + ".*", stop: { observation.cancel() })
     }
@@ -112,7 +112,7 @@ public final class DarwinNotificationBridge: Sendable {
             [weak self] note in
             self?.deliver(note, delivery)
         }
-        let box = UncheckedBox(token)
+        let box = UncheckedTransfer(token)
         setForward(name.rawValue, stop: { distributed.removeObserver(box.value) })
     }
 
@@ -166,8 +166,8 @@ public final class DarwinNotificationBridge: Sendable {
 
     private func setExport(_ name: Notification.Name, _ block: @escaping @Sendable (Notification) -> Void) {
         let token = notificationCenter.addObserver(forName: name, object: nil, queue: nil, using: block)
-        let previous = exports.withLock { old -> UncheckedBox<NSObjectProtocol>? in
-            defer { old[name.rawValue] = UncheckedBox(token) }
+        let previous = exports.withLock { old -> UncheckedTransfer<NSObjectProtocol>? in
+            defer { old[name.rawValue] = UncheckedTransfer(token) }
             return old[name.rawValue]
         }
         if let previous { notificationCenter.removeObserver(previous.value) }
@@ -191,9 +191,9 @@ public final class DarwinNotificationBridge: Sendable {
     }
 
     private func stopAll() {
-        let stops = forwards.withLock { old -> [UncheckedBox<() -> Void>] in defer { old.removeAll() }; return Array(old.values) }
+        let stops = forwards.withLock { old -> [UncheckedTransfer<() -> Void>] in defer { old.removeAll() }; return Array(old.values) }
         for stop in stops { stop.value() }
-        let tokens = exports.withLock { old -> [UncheckedBox<NSObjectProtocol>] in defer { old.removeAll() }; return Array(old.values) }
+        let tokens = exports.withLock { old -> [UncheckedTransfer<NSObjectProtocol>] in defer { old.removeAll() }; return Array(old.values) }
         for token in tokens { notificationCenter.removeObserver(token.value) }
     }
 
@@ -205,19 +205,6 @@ public final class DarwinNotificationBridge: Sendable {
 }
 
 /// A weak reference to the bridge for the notifications it forwards (their `object`).
-private final class Marker: Sendable {
-    // nonisolated(unsafe): written once in init, read afterwards; `weak` needs a var.
-    nonisolated(unsafe) weak var bridge: DarwinNotificationBridge?
-    init(bridge: DarwinNotificationBridge) { self.bridge = bridge }
-}
-
-/// A value handed across threads that Swift cannot prove safe: a Notification made on the delivery
-/// thread and read only on the queue's thread afterwards; an observer token only passed back to
-/// `removeObserver`. @unchecked Sendable for exactly those uses.
-package struct UncheckedBox<T>: @unchecked Sendable {
-    package let value: T
-    package init(_ value: T) { self.value = value }
-}
 
 /// A thread's run loop and its `NotificationQueue`, for `.enqueue` deliveries. Make it on that
 /// thread (`EnqueueTarget(notificationCenter:)`), then run the thread's run loop.
@@ -235,7 +222,7 @@ public final class EnqueueTarget: @unchecked Sendable {
 
     /// Runs `body` with the queue on the owning thread, at its run loop's next turn.
     func perform(_ body: @escaping @Sendable (NotificationQueue) -> Void) {
-        let queue = UncheckedBox(self.queue)
+        let queue = UncheckedTransfer(self.queue)
         loop.perform { body(queue.value) }
         loop.perform {} // wakes a run loop waiting in its sources
     }

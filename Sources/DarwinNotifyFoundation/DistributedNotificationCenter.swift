@@ -306,7 +306,7 @@ open class DistributedNotificationCenter: @unchecked Sendable {
                                delivery: queue.map { .operations($0) } ?? .main, skippingOwnPosts: false, using: block)
         } catch {
             report(error, "addObserver(forName:object:queue:using:)", name: name)
-            return DistributedObservation(center: nil, id: 0)
+            return DistributedObserverToken(center: nil, id: 0)
         }
     }
 
@@ -319,7 +319,7 @@ open class DistributedNotificationCenter: @unchecked Sendable {
                                skippingOwnPosts: false, using: block)
         } catch {
             report(error, "addObserver(forName:object:suspensionBehavior:queue:using:)", name: name)
-            return DistributedObservation(center: nil, id: 0)
+            return DistributedObserverToken(center: nil, id: 0)
         }
     }
 
@@ -330,7 +330,7 @@ open class DistributedNotificationCenter: @unchecked Sendable {
                          using block: @escaping @Sendable (Notification) -> Void) throws(DistributedNotificationError) -> NSObjectProtocol {
         let id = try register(name: name, object: object, behavior: behavior, owner: nil, skipOwn: skippingOwnPosts,
                               deliver: Self.deliverer(delivery, block))
-        return DistributedObservation(center: self, id: id)
+        return DistributedObserverToken(center: self, id: id)
     }
 
     /// `block` as a delivery runs it: on the delivery queue, or handed to the main queue or an
@@ -342,13 +342,13 @@ open class DistributedNotificationCenter: @unchecked Sendable {
             return { note, _ in block(note) }
         case .main:
             return { note, gate in
-                let carried = UncheckedBox(note) // made on the delivery queue, read only on the main queue
+                let carried = UncheckedTransfer(note) // made on the delivery queue, read only on the main queue
                 DispatchQueue.main.async { gate.run { block(carried.value) } }
             }
         case .operations(let queue):
-            let box = UncheckedBox(queue) // OperationQueue is thread-safe; only addOperation is called
+            let box = UncheckedTransfer(queue) // OperationQueue is thread-safe; only addOperation is called
             return { note, gate in
-                let carried = UncheckedBox(note)
+                let carried = UncheckedTransfer(note)
                 box.value.addOperation { gate.run { block(carried.value) } }
             }
         }
@@ -362,10 +362,10 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     open func addObserver<Observer: AnyObject>(_ observer: Observer, selector: @escaping (Observer) -> (Notification) -> Void,
                                                name: Notification.Name?, object: String?,
                                                suspensionBehavior: SuspensionBehavior = .coalesce) {
-        let weakObserver = WeakBox(observer)
-        let method = UncheckedBox(selector) // called only on the main thread
+        let weakObserver = WeakTransfer(observer)
+        let method = UncheckedTransfer(selector) // called only on the main thread
         let call: @Sendable (Notification) -> Void = { note in
-            guard let target = weakObserver.value as? Observer else { return }
+            guard let target = weakObserver.value else { return }
             method.value(target)(note)
         }
         do throws(DistributedNotificationError) {
@@ -380,11 +380,11 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     /// sequence, as `NotificationCenter.notifications(named:object:)` gives them; ending the
     /// iteration removes the observer. Held while suspended as `.coalesce` says.
     public func notifications(named name: Notification.Name, object: AnyObject? = nil) -> Notifications {
-        let (stream, continuation) = AsyncStream<UncheckedBox<Notification>>.makeStream(bufferingPolicy: .unbounded)
+        let (stream, continuation) = AsyncStream<UncheckedTransfer<Notification>>.makeStream(bufferingPolicy: .unbounded)
         do throws(DistributedNotificationError) {
             let token = try observe(name, object: try Self.objectString(object), behavior: .coalesce, delivery: .deliveryQueue,
-                                    skippingOwnPosts: false) { note in continuation.yield(UncheckedBox(note)) }
-            let tokenBox = UncheckedBox(token as AnyObject)
+                                    skippingOwnPosts: false) { note in continuation.yield(UncheckedTransfer(note)) }
+            let tokenBox = UncheckedTransfer(token as AnyObject)
             continuation.onTermination = { [weak self] _ in self?.removeObserver(tokenBox.value) }
         } catch {
             report(error, "notifications(named:object:)", name: name)
@@ -396,9 +396,9 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     /// The async sequence of ``notifications(named:object:)``.
     public struct Notifications: AsyncSequence {
         public typealias Element = Notification
-        let stream: AsyncStream<UncheckedBox<Notification>>
+        let stream: AsyncStream<UncheckedTransfer<Notification>>
         public struct AsyncIterator: AsyncIteratorProtocol {
-            var base: AsyncStream<UncheckedBox<Notification>>.Iterator
+            var base: AsyncStream<UncheckedTransfer<Notification>>.Iterator
             public mutating func next() async -> Notification? { await base.next()?.value }
         }
         public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator()) }
@@ -417,7 +417,7 @@ open class DistributedNotificationCenter: @unchecked Sendable {
         let removed: [Registration] = state.withLock { s in
             let matching = s.observers.values.filter { r in
                 let isIt: Bool
-                if let token = observer as? DistributedObservation { isIt = token.id == r.id }
+                if let token = observer as? DistributedObserverToken { isIt = token.id == r.id }
                 else if let owner = r.owner, let object = observer as AnyObject? { isIt = owner == ObjectIdentifier(object) }
                 else { isIt = false }
                 return isIt && (aName == nil || r.name == aName?.rawValue) && (object == nil || r.object == object)
@@ -444,7 +444,8 @@ open class DistributedNotificationCenter: @unchecked Sendable {
 
     private struct Registration: Sendable {
         let id: Int
-        let cID: UInt64
+        /// The registration in the C core, through DarwinNotify's Foundation-free API.
+        let observation: DarwinNotify.DistributedObservation
         let name: String?
         let object: String?
         let behavior: SuspensionBehavior
@@ -457,7 +458,7 @@ open class DistributedNotificationCenter: @unchecked Sendable {
 
     private struct Held {
         let registration: Int
-        let note: UncheckedBox<Notification>
+        let note: UncheckedTransfer<Notification>
         let name: String
         let object: String?
     }
@@ -474,22 +475,19 @@ open class DistributedNotificationCenter: @unchecked Sendable {
                           skipOwn: Bool, isAlive: @escaping @Sendable () -> Bool = { true },
                           deliver: @escaping @Sendable (Notification, InvocationGate) -> Void) throws(DistributedNotificationError) -> Int {
         let id = state.withLock { s in defer { s.nextID += 1 }; return s.nextID }
-        let weakSelf = WeakBox(self)
-        let box = CallbackBox<DistributedArrival> { arrival in
-            if skipOwn && arrival.fromThisCenter { return }
-            guard let center = weakSelf.value as? DistributedNotificationCenter else { return }
-            center.arrived(arrival, at: id) // held or queued before the C core counts it delivered
-        }
-        var cID: UInt64 = 0
-        let center = try cCenter()
+        let weakSelf = WeakTransfer(self)
+        guard let notifyCenter else { throw unusable ?? DistributedNotificationError(.notify, "no bus") }
+        let observation: DarwinNotify.DistributedObservation
         do throws(NotifyError) {
-            try box.install { context, release in
-                CNotify_distributed_add_handler(center, name?.rawValue, object, distributedTrampoline, context, release, &cID)
+            observation = try notifyCenter.observeDistributed(name?.rawValue, object: object) { note in
+                if skipOwn && note.isFromThisCenter { return }
+                guard let center = weakSelf.value else { return }
+                center.arrived(DistributedArrival(note), at: id) // held or queued before the C core counts it delivered
             }
         } catch {
             throw DistributedNotificationError(.notify, "cannot observe: \(error)", status: error.code.rawValue)
         }
-        let registration = Registration(id: id, cID: cID, name: name?.rawValue, object: object, behavior: behavior,
+        let registration = Registration(id: id, observation: observation, name: name?.rawValue, object: object, behavior: behavior,
                                         owner: owner, gate: InvocationGate(), isAlive: isAlive, deliver: deliver)
         state.withLock { $0.observers[id] = registration }
         return id
@@ -501,9 +499,9 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     /// Before, the decision waited for the delivery queue, and a resume that came meanwhile let
     /// notifications that had arrived while suspended through one by one.
     private func arrived(_ arrival: DistributedArrival, at id: Int) {
-        let note = UncheckedBox(Notification(name: Notification.Name(arrival.name), object: arrival.object,
+        let note = UncheckedTransfer(Notification(name: Notification.Name(arrival.name), object: arrival.object,
                                              userInfo: arrival.userInfo.value))
-        let deliveries: [(Registration, UncheckedBox<Notification>)] = state.withLock { s in
+        let deliveries: [(Registration, UncheckedTransfer<Notification>)] = state.withLock { s in
             guard let r = s.observers[id] else { return [] }
             if !s.suspended { return [(r, note)] }
             if arrival.deliverImmediately || r.behavior == .deliverImmediately {
@@ -524,14 +522,14 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     }
 
     /// Everything held, in order, with its registration (those removed meanwhile are gone already).
-    private static func takeHeld(_ s: inout State) -> [(Registration, UncheckedBox<Notification>)] {
+    private static func takeHeld(_ s: inout State) -> [(Registration, UncheckedTransfer<Notification>)] {
         defer { s.held.removeAll() }
         return s.held.compactMap { h in s.observers[h.registration].map { ($0, h.note) } }
     }
 
-    /// Notifications are made and read on the delivery queue only (UncheckedBox carries them out of
+    /// Notifications are made and read on the delivery queue only (UncheckedTransfer carries them out of
     /// the lock), or handed whole to an observer's OperationQueue.
-    private func run(_ r: Registration, _ note: UncheckedBox<Notification>) {
+    private func run(_ r: Registration, _ note: UncheckedTransfer<Notification>) {
         guard r.isAlive() else { // its observer is gone: so is the registration
             let removed = state.withLock { s -> Bool in
                 s.held.removeAll { $0.registration == r.id }
@@ -547,13 +545,13 @@ open class DistributedNotificationCenter: @unchecked Sendable {
     /// A removed registration: the C handler goes, and a running delivery is waited for (not one
     /// on this very queue: that is a removal from inside an observer).
     private func finish(_ r: Registration) {
-        if let center = notifyCenter?.cCenter { CNotify_distributed_remove_handler(center, r.cID) }
+        r.observation.cancel()
         r.gate.close()
     }
 
     deinit {
         let all = state.withLock { s -> [Registration] in defer { s.observers.removeAll(); s.held.removeAll() }; return Array(s.observers.values) }
-        if let center = notifyCenter?.cCenter { for r in all { CNotify_distributed_remove_handler(center, r.cID) } }
+        for r in all { r.observation.cancel() }
     }
 }
 
@@ -570,7 +568,7 @@ public struct DistributedNotificationStatistics: Sendable, Equatable {
 }
 
 /// A block registration's token (`removeObserver` takes it).
-final class DistributedObservation: NSObject, @unchecked Sendable {
+final class DistributedObserverToken: NSObject, @unchecked Sendable {
     // @unchecked Sendable: both fields are set once in init.
     weak var center: DistributedNotificationCenter?
     let id: Int
@@ -584,27 +582,17 @@ final class DistributedObservation: NSObject, @unchecked Sendable {
 struct DistributedArrival: Sendable {
     let name: String
     let object: String?
-    let userInfo: UncheckedBox<[AnyHashable: Any]?>
+    let userInfo: UncheckedTransfer<[AnyHashable: Any]?>
     let deliverImmediately: Bool
     let fromThisCenter: Bool
 }
 
-/// A weak reference that crosses threads (read only to call into the object, which is thread-safe).
-package final class WeakBox: @unchecked Sendable {
-    // @unchecked Sendable: set once; `weak` needs a var.
-    package weak var value: AnyObject?
-    package init(_ value: AnyObject) { self.value = value }
-}
 
-/// The C side of every distributed registration: the note into Swift values, to the box.
-let distributedTrampoline: CNotify_distributed_handler = { context, note in
-    guard let context, let note else { return }
-    let n = note.pointee
-    let arrival = DistributedArrival(
-        name: String(cString: n.name),
-        object: n.object.map { String(cString: $0) },
-        userInfo: UncheckedBox(n.user_info.map { PropertyListTree.userInfo($0) }),
-        deliverImmediately: n.options & UInt32(CNOTIFY_DISTRIBUTED_DELIVER_IMMEDIATELY) != 0,
-        fromThisCenter: n.from_this_center != 0)
-    CallbackBox<DistributedArrival>.from(context).invoke(arrival)
+extension DistributedArrival {
+    /// The note into Swift values, on the delivery thread, inside the handler (where its userInfo lives).
+    init(_ note: DistributedNote) {
+        self.init(name: note.name, object: note.object,
+                  userInfo: UncheckedTransfer(note.withUnsafeNote { $0.pointee.user_info }.map { PropertyListTree.userInfo($0) }),
+                  deliverImmediately: note.deliverImmediately, fromThisCenter: note.isFromThisCenter)
+    }
 }

@@ -4,6 +4,7 @@
 // queue. What differs: the message files are Wormhole's (a Wormhole listener and the `wormhole`
 // CLI read them: the payload is the keyed archive's bytes), and an archive is decoded only if
 // every class it names is allowed (SafeUnarchiver.swift), where MMWormhole decoded anything.
+import DarwinNotify
 import DarwinNotifyFoundation
 import Dispatch
 import Foundation
@@ -142,11 +143,11 @@ open class MMWormhole: NSObject, @unchecked Sendable {
         guard let identifier else { return }
         stopListeningForMessage(withIdentifier: identifier)
         guard let listener, let wormhole = usable(function, identifier) else { return }
-        let call = UncheckedBox(listener) // MMWormhole's block: called only on the main queue
-        let weakSelf = WeakBox(self) // a listener does not keep its wormhole alive
+        let call = UncheckedTransfer(listener) // MMWormhole's block: called only on the main queue
+        let weakSelf = WeakTransfer(self) // a listener does not keep its wormhole alive
         do throws(WormholeError) {
             let token = try wormhole.listen(for: identifier, queue: .main) { result in
-                guard let self = weakSelf.value as? MMWormhole else { return }
+                guard let self = weakSelf.value else { return }
                 switch result {
                 case .success(let message): call.value(self.decode(message.payload, function, identifier))
                 case .failure(let error): NotificationFailures.report(function, name: identifier, error)

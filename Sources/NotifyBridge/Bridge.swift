@@ -12,84 +12,84 @@ import Wormhole
 
 /// The nine choices a bridge starts with besides its broker connection: one definition, which
 /// the command line (``BridgeArguments``) and the running bridge (``BridgeConfiguration``) share.
-public struct BridgeOptions: Sendable {
+package struct BridgeOptions: Sendable {
     /// The local bus (an address, `session`, `system`, `embedded`), nil for the default.
-    public var bus: String?
-    public var exports: [String] = []
-    public var imports: [String] = []
+    package var bus: String?
+    package var exports: [String] = []
+    package var imports: [String] = []
     /// Import `user.uid.N` names: only when the broker's ACL lets nobody but N's bridges publish
     /// under `darwin-notify/user/uid/N/` (docs/BRIDGE.md, "user.uid.N").
-    public var brokerACLEnforced = false
+    package var brokerACLEnforced = false
     /// Messages published and not yet acknowledged by the broker, at most; past it, new ones are
     /// dropped and reported (the broker is unreachable or too slow).
-    public var queueLimit = 100_000
+    package var queueLimit = 100_000
     /// Distinct state names imported from the broker, at most: each is a file on this host, and
     /// any client allowed to publish in an imported namespace could otherwise make unbounded
     /// files. Past it, states of new names are refused and counted (`states-limited`).
-    public var stateLimit = 10_000
-    public var wormholeGroups: [String] = []
-    public var wormholeDirectory = "wormhole"
+    package var stateLimit = 10_000
+    package var wormholeGroups: [String] = []
+    package var wormholeDirectory = "wormhole"
     /// The named queue listener a bridge reads each wormhole queue with.
-    public var wormholeListener = "notify-bridge"
+    package var wormholeListener = "notify-bridge"
 
-    public init() {}
+    package init() {}
 }
 
 /// A bridge's configuration: its options, the broker connection, and this run's origin.
 @dynamicMemberLookup
-public struct BridgeConfiguration: Sendable {
-    public var options = BridgeOptions()
-    public var mqtt: MQTTOptions
+package struct BridgeConfiguration: Sendable {
+    package var options = BridgeOptions()
+    package var mqtt: MQTTOptions
     /// This run's name in payloads (new each run, so sequence numbers never repeat under it).
-    public var origin: String
+    package var origin: String
 
-    public init(mqtt: MQTTOptions, origin: String) {
+    package init(mqtt: MQTTOptions, origin: String) {
         self.mqtt = mqtt
         self.origin = origin
     }
 
-    public subscript<Value>(dynamicMember option: WritableKeyPath<BridgeOptions, Value>) -> Value {
+    package subscript<Value>(dynamicMember option: WritableKeyPath<BridgeOptions, Value>) -> Value {
         get { options[keyPath: option] }
         set { options[keyPath: option] = newValue }
     }
 }
 
 /// The bridge's counters, printed by `notify-bridge` on SIGUSR1 and at exit.
-public struct BridgeCounters: Sendable, Equatable, CustomStringConvertible {
+package struct BridgeCounters: Sendable, Equatable, CustomStringConvertible {
     /// Published: handed to the MQTT client (QoS 1), in order.
-    public var exported: UInt64 = 0
+    package var exported: UInt64 = 0
     /// Of those, acknowledged by the broker (PUBACK): the broker has them.
-    public var acknowledged: UInt64 = 0
+    package var acknowledged: UInt64 = 0
     /// Messages from the broker (not our own), before any check.
-    public var received: UInt64 = 0
+    package var received: UInt64 = 0
     /// Posts and distributed notifications made on the local bus.
-    public var imported: UInt64 = 0
-    public var statesExported: UInt64 = 0
-    public var statesImported: UInt64 = 0
-    public var wormholeExported: UInt64 = 0
-    public var wormholeImported: UInt64 = 0
-    public var duplicates: UInt64 = 0
+    package var imported: UInt64 = 0
+    package var statesExported: UInt64 = 0
+    package var statesImported: UInt64 = 0
+    package var wormholeExported: UInt64 = 0
+    package var wormholeImported: UInt64 = 0
+    package var duplicates: UInt64 = 0
     /// Taken although a later message of their topic came first (a cluster's late redelivery).
-    public var late: UInt64 = 0
+    package var late: UInt64 = 0
     /// Taken after a later message of their origin on another topic (out of the origin's order:
     /// a failover where a node acknowledged later messages and died before an earlier one, which
     /// was sent again). The late ones are not counted here.
-    public var reordered: UInt64 = 0
+    package var reordered: UInt64 = 0
     /// Late posts of a name already posted since: coalesced into that post, as notify(3) does.
-    public var coalesced: UInt64 = 0
+    package var coalesced: UInt64 = 0
     /// States and wormhole `file` messages equal to what this host has already: nothing to do.
-    public var unchanged: UInt64 = 0
+    package var unchanged: UInt64 = 0
     /// Published and not yet acknowledged, now (a gauge: `exported + states-exported +
     /// wormhole-exported = acknowledged + waiting`).
-    public var waiting: UInt64 = 0
-    public var dropped: UInt64 = 0
-    public var refused: UInt64 = 0
-    public var invalid: UInt64 = 0
-    public var statesLimited: UInt64 = 0
-    public var statesSuperseded: UInt64 = 0
-    public var statesRepublished: UInt64 = 0
+    package var waiting: UInt64 = 0
+    package var dropped: UInt64 = 0
+    package var refused: UInt64 = 0
+    package var invalid: UInt64 = 0
+    package var statesLimited: UInt64 = 0
+    package var statesSuperseded: UInt64 = 0
+    package var statesRepublished: UInt64 = 0
 
-    public var description: String {
+    package var description: String {
         "exported=\(exported) imported=\(imported) states-exported=\(statesExported) states-imported=\(statesImported) "
             + "wormhole-exported=\(wormholeExported) wormhole-imported=\(wormholeImported) duplicates=\(duplicates) "
             + "dropped=\(dropped) refused=\(refused) invalid=\(invalid) states-limited=\(statesLimited) "
@@ -98,10 +98,10 @@ public struct BridgeCounters: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-public final class Bridge: MQTTClientDelegate, Sendable {
-    public let configuration: BridgeConfiguration
+package final class Bridge: MQTTClientDelegate, Sendable {
+    package let configuration: BridgeConfiguration
     let center: NotifyCenter
-    public let reporter: Reporter
+    package let reporter: Reporter
     private let exports: [String]
     private let imports: [String]
     private let myUID = getuid()
@@ -114,7 +114,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     /// The bus name that keeps a second bridge of ours off this bus (BusClaim), held while running.
     private nonisolated(unsafe) var claim: BusClaim?
     // nonisolated(unsafe): set once in start(), before the MQTT client runs; read in stop().
-    private nonisolated(unsafe) var distributedHandler: UInt64 = 0
+    private nonisolated(unsafe) var distributedObservation: DistributedObservation?
 
     /// The publishing side: the sequence and the publish happen under one lock, so the broker
     /// receives messages in sequence order.
@@ -135,7 +135,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     private let connected = Atomic<Bool>(false)
     private let stopping = Atomic<Bool>(false)
 
-    public init(configuration: BridgeConfiguration, reporter: Reporter = Reporter()) throws(BridgeError) {
+    package init(configuration: BridgeConfiguration, reporter: Reporter = Reporter()) throws(BridgeError) {
         self.configuration = configuration
         self.reporter = reporter
         for ns in configuration.exports + configuration.imports {
@@ -154,7 +154,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         }
     }
 
-    public var currentCounters: BridgeCounters {
+    package var currentCounters: BridgeCounters {
         var now = counters.withLock { $0 }
         now.waiting = UInt64(max(0, unacknowledged.load(ordering: .relaxed)))
         return now
@@ -162,7 +162,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
 
     // MARK: Starting
 
-    public func start() throws(BridgeError) {
+    package func start() throws(BridgeError) {
         switch try BusClaim.claim(bus: configuration.bus) {
         case .claimed(let held): claim = held
         case .denied(let why): reporter.say(why)
@@ -190,10 +190,10 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         for mirror in mirrors { mirror.start() }
     }
 
-    public func stop() {
+    package func stop() {
         stopping.store(true, ordering: .relaxed)
         for observation in observations { observation.cancel() }
-        if distributedHandler != 0 { CNotify_distributed_remove_handler(center.cCenter, distributedHandler) }
+        distributedObservation?.cancel()
         client?.stop()
         stateWatcher?.stop()
         for mirror in mirrors { mirror.stop() }
@@ -210,19 +210,13 @@ public final class Bridge: MQTTClientDelegate, Sendable {
     /// Every distributed notification of the local bus (one rule), exported when in an exported
     /// namespace; the bridge's own imports (posted by its center) are skipped.
     private func observeDistributed() throws(BridgeError) {
-        let box = CallbackBox<DistributedNote> { [weak self] note in self?.localDistributed(note) }
-        var id: UInt64 = 0
         do {
-            try box.install { context, release in
-                CNotify_distributed_add_handler(center.cCenter, nil, nil, { context, note in
-                    guard let context, let note, note.pointee.from_this_center == 0 else { return }
-                    CallbackBox<DistributedNote>.from(context).invoke(DistributedNote(note))
-                }, context, release, &id)
+            distributedObservation = try center.observeDistributed(nil) { [weak self] note in
+                if !note.isFromThisCenter { self?.localDistributed(note) }
             }
         } catch {
             throw BridgeError(.localBus, "cannot observe distributed notifications on the local bus: \(error.message)")
         }
-        distributedHandler = id
     }
 
     private func watchStates() throws(BridgeError) {
@@ -329,7 +323,7 @@ public final class Bridge: MQTTClientDelegate, Sendable {
 
     // MARK: Broker → local
 
-    public func mqttConnected(broker: BrokerURL, sessionPresent: Bool) {
+    package func mqttConnected(broker: BrokerURL, sessionPresent: Bool) {
         connected.store(true, ordering: .relaxed)
         let reconnected = everConnected.exchange(true, ordering: .relaxed)
         reporter.say("connected to the broker at \(broker.host):\(broker.port) as '\(configuration.mqtt.clientID)' (session \(sessionPresent ? "resumed" : "new"))")
@@ -368,11 +362,11 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         }
     }
 
-    public func mqttSubscribed() {
+    package func mqttSubscribed() {
         reporter.say("ready: exporting \(exports.isEmpty ? "nothing" : exports.joined(separator: " ")), importing \(imports.isEmpty ? "nothing" : imports.joined(separator: " "))\(mirrors.isEmpty ? "" : ", mirroring wormhole \(configuration.wormholeGroups.joined(separator: " "))")")
     }
 
-    public func mqttDisconnected(reason: String, refused: Bool) {
+    package func mqttDisconnected(reason: String, refused: Bool) {
         let was = connected.exchange(false, ordering: .relaxed)
         if stopping.load(ordering: .relaxed) { return } // our own disconnect, at stop: nothing was lost
         let queued = unacknowledged.load(ordering: .relaxed)
@@ -390,12 +384,12 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         }
     }
 
-    public func mqttAcknowledged(messageID: Int32) {
+    package func mqttAcknowledged(messageID: Int32) {
         unacknowledged.subtract(1, ordering: .relaxed)
         counters.withLock { $0.acknowledged += 1 }
     }
 
-    public func mqttMessage(topic: String, payload bytes: UnsafeRawBufferPointer, retained: Bool) {
+    package func mqttMessage(topic: String, payload bytes: UnsafeRawBufferPointer, retained: Bool) {
         let payload: BridgePayload
         switch BridgePayload.decode(bytes) {
         case .success(let decoded): payload = decoded
@@ -483,12 +477,13 @@ public final class Bridge: MQTTClientDelegate, Sendable {
         let carried = String(decoding: nameBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard carried == name else { return invalid(topic, "the notification inside is '\(carried)', not its topic's name") }
         let object = objectBuffer[0] == 0 ? nil : String(decoding: objectBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let status = CNotify_distributed_post(center.cCenter, name, object, userInfo, options)
-        if status == UInt32(NOTIFY_STATUS_OK) {
+        do {
+            try center.postDistributed(name, object: object, cUserInfo: userInfo,
+                                       deliverImmediately: options & UInt32(CNOTIFY_DISTRIBUTED_DELIVER_IMMEDIATELY) != 0)
             counters.withLock { $0.imported += 1 }
-        } else {
+        } catch {
             counters.withLock { $0.refused += 1 }
-            reporter.repeated("distributed:" + name, "cannot post the distributed notification \(name) locally: \(String(cString: CNotify_last_error()))")
+            reporter.repeated("distributed:" + name, "cannot post the distributed notification \(name) locally: \(error.message)")
         }
     }
 
@@ -619,8 +614,8 @@ extension BridgePayload.Body {
 
 /// Why the bridge could not start, typed like NotifyError: a code to branch on, and a sentence
 /// that says what to do.
-public struct BridgeError: Error, Hashable, Sendable, CustomStringConvertible {
-    public enum Code: String, Hashable, Sendable {
+package struct BridgeError: Error, Hashable, Sendable, CustomStringConvertible {
+    package enum Code: String, Hashable, Sendable {
         /// An option or its value (a namespace, a limit, a file named by an option).
         case configuration
         /// The local bus: unreachable, refusing us, or served by another bridge already.
@@ -633,38 +628,29 @@ public struct BridgeError: Error, Hashable, Sendable, CustomStringConvertible {
         case stateDirectory
     }
 
-    public let code: Code
-    public let message: String
+    package let code: Code
+    package let message: String
 
-    public init(_ code: Code, _ message: String) {
+    package init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
 
-    public var description: String { message }
+    package var description: String { message }
 }
 
-/// A distributed notification as the C core hands it to the bridge, during the callback only (the
-/// bridge's handler runs inside it, synchronously): its name, and its Distributed Post
-/// marshalled on demand.
-struct DistributedNote: @unchecked Sendable {
-    // @unchecked Sendable: the pointer is read only inside the C callback that made this value.
-    private let note: UnsafePointer<CNotify_distributed_note>
-    let name: String
-
-    init(_ note: UnsafePointer<CNotify_distributed_note>) {
-        self.note = note
-        name = String(cString: note.pointee.name)
-    }
-
-    /// The Distributed Post as our library sends it (nil when out of memory).
+extension DistributedNote {
+    /// The Distributed Post as our library sends it (nil when out of memory); inside the handler
+    /// only, as the note's C copy.
     func marshalled() -> Data? {
-        let n = note.pointee
-        var bytes: UnsafeMutablePointer<CChar>?
-        var length: Int32 = 0
-        guard CNotify_protocol_build_distributed(n.name, n.object, n.user_info, 0, 0, n.options, &bytes, &length) == UInt32(NOTIFY_STATUS_OK),
-              let bytes else { return nil }
-        defer { CNotify_protocol_free(bytes) }
-        return Data(bytes: bytes, count: Int(length))
+        withUnsafeNote { note in
+            let n = note.pointee
+            var bytes: UnsafeMutablePointer<CChar>?
+            var length: Int32 = 0
+            guard CNotify_protocol_build_distributed(n.name, n.object, n.user_info, 0, 0, n.options, &bytes, &length) == UInt32(NOTIFY_STATUS_OK),
+                  let bytes else { return nil }
+            defer { CNotify_protocol_free(bytes) }
+            return Data(bytes: bytes, count: Int(length))
+        }
     }
 }

@@ -12,8 +12,8 @@ import Glibc
 // messages from 1, in the order it published them, so a receiver drops a redelivery (a `seq` not
 // above the last one it took from that origin). A header line, not JSON: one split per message.
 
-public struct BridgePayload: Equatable, Sendable {
-    public enum Body: Equatable, Sendable {
+package struct BridgePayload: Equatable, Sendable {
+    package enum Body: Equatable, Sendable {
         case post
         case state(UInt64)
         case wormhole(Data)
@@ -21,18 +21,18 @@ public struct BridgePayload: Equatable, Sendable {
         case distributed(Data)
     }
 
-    public static let magic = "DNB1"
-    public var origin: String
-    public var sequence: UInt64
-    public var body: Body
+    package static let magic = "DNB1"
+    package var origin: String
+    package var sequence: UInt64
+    package var body: Body
 
-    public init(origin: String, sequence: UInt64, body: Body) {
+    package init(origin: String, sequence: UInt64, body: Body) {
         self.origin = origin
         self.sequence = sequence
         self.body = body
     }
 
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var line = "\(Self.magic) \(origin) \(sequence) "
         switch body {
         case .post: line += "post\n"
@@ -47,11 +47,11 @@ public struct BridgePayload: Equatable, Sendable {
     }
 
     /// Why a payload was refused, as a sentence for the bridge's report.
-    public struct Fault: Error, Equatable, CustomStringConvertible {
-        public let description: String
+    package struct Fault: Error, Equatable, CustomStringConvertible {
+        package let description: String
     }
 
-    public static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<BridgePayload, Fault> {
+    package static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<BridgePayload, Fault> {
         guard let newline = bytes.prefix(200).firstIndex(of: 0x0A),
               let line = String(validating: bytes[..<newline], as: UTF8.self)
         else { return .failure(Fault(description: "not a bridge payload (no DNB1 header line)")) }
@@ -82,11 +82,11 @@ public struct BridgePayload: Equatable, Sendable {
         return .success(BridgePayload(origin: String(fields[1]), sequence: sequence, body: body))
     }
 
-    public static func decode(_ bytes: [UInt8]) -> Result<BridgePayload, Fault> {
+    package static func decode(_ bytes: [UInt8]) -> Result<BridgePayload, Fault> {
         bytes.withUnsafeBytes { decode($0) }
     }
 
-    public static func isValidOrigin(_ origin: Substring) -> Bool {
+    package static func isValidOrigin(_ origin: Substring) -> Bool {
         !origin.isEmpty && origin.utf8.count <= 64 && origin.utf8.allSatisfy {
             switch $0 {
             case UInt8(ascii: "A") ... UInt8(ascii: "Z"), UInt8(ascii: "a") ... UInt8(ascii: "z"),
@@ -116,8 +116,8 @@ public struct BridgePayload: Equatable, Sendable {
 /// over, so a forged 18446744073709551615 mutes nothing. One below the sequences remembered
 /// (more than `memory` later ones of its topic came first) cannot be told apart and is taken as a
 /// duplicate.
-public struct Deduplicator: Sendable {
-    public enum Verdict: Equatable, Sendable {
+package struct Deduplicator: Sendable {
+    package enum Verdict: Equatable, Sendable {
         /// Later than every message taken from its origin on its topic.
         case new
         /// Never taken, but a later one of its topic was (a redelivery that came late).
@@ -140,22 +140,22 @@ public struct Deduplicator: Sendable {
     private var head = 0
     /// Sequences remembered, over all pairs.
     private var total = 0
-    public let capacity: Int
-    public let memory: Int
+    package let capacity: Int
+    package let memory: Int
     /// Sequences remembered in all, at most: past it the oldest pairs are forgotten, so a client
     /// that writes on thousands of topics holds the table to this (8 bytes each), not to
     /// `capacity × memory`.
-    public let budget: Int
-    public static let window: UInt64 = 1 << 20
+    package let budget: Int
+    package static let window: UInt64 = 1 << 20
 
-    public init(capacity: Int = 4096, memory: Int = 4096, budget: Int = 1 << 18) {
+    package init(capacity: Int = 4096, memory: Int = 4096, budget: Int = 1 << 18) {
         self.capacity = capacity
         self.memory = memory
         self.budget = max(budget, memory + memory / 8 + 1)
     }
 
     /// Whether the message is new, late or a duplicate; records it unless it is a duplicate.
-    public mutating func check(origin: String, topic: String, sequence: UInt64) -> Verdict {
+    package mutating func check(origin: String, topic: String, sequence: UInt64) -> Verdict {
         let key = origin + "\n" + topic
         // Taken out of the table while it changes, so its array is not shared (copied) on write.
         guard var entry = taken.removeValue(forKey: key) else {
@@ -196,7 +196,7 @@ public struct Deduplicator: Sendable {
     /// origin's order (counted `reordered`). A sequence `window` or more below the newest is a new
     /// numbering, not out of order. Records the newest per origin; an origin past `capacity`
     /// pushes out another (which only misses an out-of-order message of that one).
-    public mutating func behind(origin: String, sequence: UInt64) -> Bool {
+    package mutating func behind(origin: String, sequence: UInt64) -> Bool {
         guard let newest = newestOfOrigin[origin] else {
             if newestOfOrigin.count >= capacity { newestOfOrigin.remove(at: newestOfOrigin.startIndex) }
             newestOfOrigin[origin] = sequence
@@ -210,10 +210,10 @@ public struct Deduplicator: Sendable {
     }
 
     /// How many origins `behind` remembers now.
-    public var originsRemembered: Int { newestOfOrigin.count }
+    package var originsRemembered: Int { newestOfOrigin.count }
 
     /// Whether the message is to be taken (new or late); records it when it is.
-    public mutating func accept(origin: String, topic: String, sequence: UInt64) -> Bool {
+    package mutating func accept(origin: String, topic: String, sequence: UInt64) -> Bool {
         check(origin: origin, topic: topic, sequence: sequence) != .duplicate
     }
 

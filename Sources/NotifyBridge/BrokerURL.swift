@@ -1,21 +1,21 @@
 // Broker URL: `mqtt://host[:port]` or `mqtts://host[:port]` (TLS), as mosquitto_pub -L writes
 // them; a user name or password in the URL is refused (they belong in --username and a file).
-public struct BrokerURL: Equatable, Sendable {
-    public var host: String
-    public var port: Int
-    public var tls: Bool
+package struct BrokerURL: Equatable, Sendable {
+    package var host: String
+    package var port: Int
+    package var tls: Bool
 
-    public struct Fault: Error, Equatable, CustomStringConvertible {
-        public let description: String
+    package struct Fault: Error, Equatable, CustomStringConvertible {
+        package let description: String
     }
 
-    public init(host: String, port: Int, tls: Bool) {
+    package init(host: String, port: Int, tls: Bool) {
         self.host = host
         self.port = port
         self.tls = tls
     }
 
-    public init(parsing text: String) throws(Fault) {
+    package init(parsing text: String) throws(Fault) {
         let scheme: Substring
         let rest: Substring
         if let range = text.firstRange(of: "://") {

@@ -6,33 +6,33 @@ import Glibc
 
 /// The command line's words: the broker connection's, and the ``BridgeOptions`` the bridge runs with.
 @dynamicMemberLookup
-public struct BridgeArguments: Sendable {
-    public var options = BridgeOptions()
+package struct BridgeArguments: Sendable {
+    package var options = BridgeOptions()
     /// The `--broker` words: each a URL or a comma-separated list of them (the same service).
-    public var brokers: [String]
+    package var brokers: [String]
     /// `--broker-order`: `in-order` (the default) or `random`.
-    public var brokerOrder: String?
+    package var brokerOrder: String?
     /// `--connect-timeout`: seconds an attempt may wait for the broker's CONNACK.
-    public var connectTimeout: Double = 10
-    public var tls = false
-    public var caFile: String?
-    public var caPath: String?
-    public var certFile: String?
-    public var keyFile: String?
-    public var username: String?
-    public var passwordFile: String?
-    public var clientID: String?
+    package var connectTimeout: Double = 10
+    package var tls = false
+    package var caFile: String?
+    package var caPath: String?
+    package var certFile: String?
+    package var keyFile: String?
+    package var username: String?
+    package var passwordFile: String?
+    package var clientID: String?
 
-    public init(brokers: [String]) { self.brokers = brokers }
+    package init(brokers: [String]) { self.brokers = brokers }
 
-    public init(broker: String) { self.init(brokers: [broker]) }
+    package init(broker: String) { self.init(brokers: [broker]) }
 
-    public subscript<Value>(dynamicMember option: WritableKeyPath<BridgeOptions, Value>) -> Value {
+    package subscript<Value>(dynamicMember option: WritableKeyPath<BridgeOptions, Value>) -> Value {
         get { options[keyPath: option] }
         set { options[keyPath: option] = newValue }
     }
 
-    public func configuration() throws(BridgeError) -> BridgeConfiguration {
+    package func configuration() throws(BridgeError) -> BridgeConfiguration {
         var urls = try Self.brokerURLs(brokers)
         let useTLS = urls.contains(where: \.tls) || tls || caFile != nil || caPath != nil
         for i in urls.indices { urls[i].tls = useTLS }
@@ -101,13 +101,13 @@ public struct BridgeArguments: Sendable {
     }
 
     /// Stable across runs (the broker keeps a persistent session under it): host, user and bus.
-    public static func defaultClientID(bus: String?) -> String {
+    package static func defaultClientID(bus: String?) -> String {
         let digest = NotifyCenter.stateFileName(of: bus ?? "default") // a stable 128-bit hash of a string
         return "notify-bridge-\(hostToken())-\(getuid())-\(digest.prefix(8))"
     }
 
     /// This run's origin: the host and 8 random hex digits.
-    public static func newOrigin() -> String {
+    package static func newOrigin() -> String {
         "\(hostToken())-\(String(UInt32.random(in: 0 ... .max), radix: 16))"
     }
 

@@ -10,7 +10,7 @@ import Synchronization
 
 /// Where a message from the broker or a connection event is reported. Called on libmosquitto's
 /// network thread, one at a time, in the broker's order.
-public protocol MQTTClientDelegate: AnyObject, Sendable {
+package protocol MQTTClientDelegate: AnyObject, Sendable {
     /// Connected to `broker` (one of the options' brokers); `sessionPresent`: the broker (or its
     /// cluster) kept our session.
     func mqttConnected(broker: BrokerURL, sessionPresent: Bool)
@@ -24,44 +24,44 @@ public protocol MQTTClientDelegate: AnyObject, Sendable {
 }
 
 /// In which order a client tries its brokers.
-public enum BrokerOrder: String, Sendable, CaseIterable {
+package enum BrokerOrder: String, Sendable, CaseIterable {
     /// As listed: the first one first; after a loss, the next one, round the list.
     case inOrder = "in-order"
     /// A new random order at each round through the list (spreads a fleet's bridges).
     case random
 }
 
-public struct MQTTOptions: Sendable {
+package struct MQTTOptions: Sendable {
     /// The brokers, one connection at a time: the same service (a cluster's nodes, or one
     /// broker's several addresses), so a session resumes on any of them. At least one.
-    public var brokers: [BrokerURL]
-    public var order: BrokerOrder = .inOrder
+    package var brokers: [BrokerURL]
+    package var order: BrokerOrder = .inOrder
     /// An attempt that has no answer (CONNACK) within this many seconds moves on to the next broker.
-    public var connectTimeoutSeconds: Double = 10
-    public var clientID: String
-    public var username: String?
-    public var password: String?
+    package var connectTimeoutSeconds: Double = 10
+    package var clientID: String
+    package var username: String?
+    package var password: String?
     /// TLS: a CA file or directory (nil: the system's), and an optional client certificate.
-    public var caFile: String?
-    public var caPath: String?
-    public var certFile: String?
-    public var keyFile: String?
-    public var keepAliveSeconds: Int32 = 30
+    package var caFile: String?
+    package var caPath: String?
+    package var certFile: String?
+    package var keyFile: String?
+    package var keepAliveSeconds: Int32 = 30
     /// Unacknowledged QoS 1 messages on the wire at once (MQTT's receive maximum).
-    public var maxInflight: UInt32 = 100
+    package var maxInflight: UInt32 = 100
 
-    public init(brokers: [BrokerURL], clientID: String) {
+    package init(brokers: [BrokerURL], clientID: String) {
         precondition(!brokers.isEmpty, "MQTTOptions needs at least one broker")
         self.brokers = brokers
         self.clientID = clientID
     }
 
-    public init(broker: BrokerURL, clientID: String) { self.init(brokers: [broker], clientID: clientID) }
+    package init(broker: BrokerURL, clientID: String) { self.init(brokers: [broker], clientID: clientID) }
 }
 
-public struct MQTTError: Error, CustomStringConvertible, Sendable {
-    public let code: Int32
-    public let description: String
+package struct MQTTError: Error, CustomStringConvertible, Sendable {
+    package let code: Int32
+    package let description: String
 
     init(_ code: Int32, _ what: String) {
         self.code = code
@@ -77,7 +77,7 @@ public struct MQTTError: Error, CustomStringConvertible, Sendable {
 /// One libmosquitto connection. `Sendable` because libmosquitto's calls are thread-safe once its
 /// network thread runs (`mosquitto_loop_start`); the handle is set in `init` and freed in `deinit`
 /// only, so `nonisolated(unsafe)` states exactly that.
-public final class MQTTClient: Sendable {
+package final class MQTTClient: Sendable {
     private nonisolated(unsafe) let handle: OpaquePointer
     private let delegateBox: Mutex<(any MQTTClientDelegate)?>
     private let started = Atomic<Bool>(false)
@@ -91,7 +91,7 @@ public final class MQTTClient: Sendable {
 
     private static let libraryReady: Bool = { mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue }()
 
-    public init(options: MQTTOptions, delegate: any MQTTClientDelegate) throws(MQTTError) {
+    package init(options: MQTTOptions, delegate: any MQTTClientDelegate) throws(MQTTError) {
         guard Self.libraryReady else { throw MQTTError(message: "libmosquitto did not initialise") }
         delegateBox = Mutex(delegate)
         // A persistent session (clean session off): the broker keeps our subscriptions and queues
@@ -169,7 +169,7 @@ public final class MQTTClient: Sendable {
     /// before the next round. Every failed attempt is reported through the delegate. Our own loop
     /// rather than `mosquitto_loop_start`, whose thread gives up when the very first connection
     /// fails (libmosquitto 2.0), so a bridge started before its broker would wait forever.
-    public func start(options: MQTTOptions) throws(MQTTError) {
+    package func start(options: MQTTOptions) throws(MQTTError) {
         guard !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let rc = mosquitto_threaded_set(handle, true)
         guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(rc, "cannot make the MQTT client thread-safe") }
@@ -223,7 +223,7 @@ public final class MQTTClient: Sendable {
 
     /// Publishes; QoS 1 messages are queued by libmosquitto while the broker is away and sent in
     /// order once it is back. Returns the message id that `mqttAcknowledged` will report.
-    public func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool = false) throws(MQTTError) -> Int32 {
+    package func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool = false) throws(MQTTError) -> Int32 {
         var mid: Int32 = 0
         let rc = payload.withUnsafeBytes { bytes in
             mosquitto_publish(handle, &mid, topic, Int32(bytes.count), bytes.baseAddress, qos, retain)
@@ -239,7 +239,7 @@ public final class MQTTClient: Sendable {
 
     /// Subscribes with QoS 1; `mqttSubscribed` follows once the broker acknowledged them all.
     /// Called from `mqttConnected` (the network thread), so no acknowledgement can come first.
-    public func subscribe(_ filters: [String], qos: Int32 = 1) throws(MQTTError) {
+    package func subscribe(_ filters: [String], qos: Int32 = 1) throws(MQTTError) {
         for filter in filters {
             var mid: Int32 = 0
             let rc = mosquitto_subscribe(handle, &mid, filter, qos)
@@ -249,7 +249,7 @@ public final class MQTTClient: Sendable {
     }
 
     /// Stops the network thread after a clean disconnect (queued messages are dropped).
-    public func stop() {
+    package func stop() {
         guard started.exchange(false, ordering: .acquiringAndReleasing) else { return }
         mosquitto_disconnect(handle)
         loopEnded.wait()

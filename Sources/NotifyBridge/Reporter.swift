@@ -7,36 +7,36 @@ import Glibc
 import Synchronization
 import SystemPackage
 
-public final class Reporter: Sendable {
+package final class Reporter: Sendable {
     /// Kinds often carry a name or topic from the broker: the table is emptied when it reaches
     /// this size, so a flood of distinct bad topics cannot grow it without bound (forgetting a
     /// kind only means its next event is reported at once).
-    public static let maxKinds = 1024
+    package static let maxKinds = 1024
     /// At most this many repeated-kind lines a second in all: a flood of distinct bad topics (each
     /// its own kind) would otherwise still print one line per message.
-    public static let maxLinesPerSecond = 10
+    package static let maxLinesPerSecond = 10
     private let lastSummary = Mutex<[String: (count: Int, at: UInt64)]>([:])
     private struct Window { var start: UInt64 = 0; var lines = 0; var suppressed = 0 }
     private let window = Mutex(Window())
     private let write: @Sendable (String) -> Void
 
     /// Lines go to `write`; by default to stderr.
-    public init(write: @escaping @Sendable (String) -> Void = Reporter.standardError) {
+    package init(write: @escaping @Sendable (String) -> Void = Reporter.standardError) {
         self.write = write
     }
 
     /// Writes `text` to stderr, all of it, unbuffered (a supervisor reads it line by line).
-    public static let standardError: @Sendable (String) -> Void = { text in
+    package static let standardError: @Sendable (String) -> Void = { text in
         _ = try? Array(text.utf8).withUnsafeBytes { try FileDescriptor.standardError.writeAll($0) }
     }
 
-    public func say(_ line: String) { write("notify-bridge: " + line + "\n") }
+    package func say(_ line: String) { write("notify-bridge: " + line + "\n") }
 
     /// How many kinds of repeated events are remembered now.
-    public var trackedKinds: Int { lastSummary.withLock { $0.count } }
+    package var trackedKinds: Int { lastSummary.withLock { $0.count } }
 
     /// Reports the first event of `kind` at once, then at most one line a second with the count.
-    public func repeated(_ kind: String, _ line: @autoclosure () -> String) {
+    package func repeated(_ kind: String, _ line: @autoclosure () -> String) {
         let now = DispatchTime.now().uptimeNanoseconds
         let count: Int? = lastSummary.withLock { table in
             if table[kind] == nil, table.count >= Reporter.maxKinds { table.removeAll() }
@@ -69,7 +69,7 @@ public final class Reporter: Sendable {
     }
 
     /// Says how many reports the budget held back and not yet said (at exit, or when a flood ends).
-    public func flush() {
+    package func flush() {
         let pending = window.withLock { w -> Int in defer { w.suppressed = 0 }; return w.suppressed }
         if pending > 0 { sayHowManySuppressed(pending) }
     }

@@ -9,22 +9,22 @@
 // identifier) the dot too. No topic holds a `.` or a space: NATS's MQTT listener (before 2.10)
 // closes the connection of a client that publishes one. Everything else of a (valid UTF-8) name
 // is kept as it is, so the mapping is one-to-one and readable in `mosquitto_sub -v`.
-public enum TopicCodec {
+package enum TopicCodec {
     /// The root of post topics: `darwin-notify/<name levels>` (the issue's contract).
-    public static let postRoot = "darwin-notify"
+    package static let postRoot = "darwin-notify"
     /// The root of retained state topics: `darwin-notify-state/<name levels>`.
-    public static let stateRoot = "darwin-notify-state"
+    package static let stateRoot = "darwin-notify-state"
     /// The root of distributed notification topics: `darwin-notify-distributed/<name levels>`.
-    public static let distributedRoot = "darwin-notify-distributed"
+    package static let distributedRoot = "darwin-notify-distributed"
     /// The root of wormhole topics: `darwin-notify-wormhole/<group>/<directory>/<file|queue>/<identifier>`.
-    public static let wormholeRoot = "darwin-notify-wormhole"
+    package static let wormholeRoot = "darwin-notify-wormhole"
 
     /// The levels of `name`: dots become `/`, other bytes escaped as above.
-    public static func levels(of name: String) -> String { escape(name, dotsSeparateLevels: true) }
+    package static func levels(of name: String) -> String { escape(name, dotsSeparateLevels: true) }
 
     /// A single topic level holding `text` whole (dots escaped as `%2E`): for wormhole groups,
     /// directories and identifiers, which are one level each.
-    public static func level(_ text: String) -> String { escape(text, dotsSeparateLevels: false) }
+    package static func level(_ text: String) -> String { escape(text, dotsSeparateLevels: false) }
 
     private static func escape(_ name: String, dotsSeparateLevels: Bool) -> String {
         var out = [UInt8]()
@@ -51,7 +51,7 @@ public enum TopicCodec {
 
     /// The name whose `levels(of:)` is `levels`; nil when it is not such a string (a bad escape,
     /// a byte that should have been escaped, not UTF-8).
-    public static func name(fromLevels levels: Substring) -> String? {
+    package static func name(fromLevels levels: Substring) -> String? {
         var out = [UInt8]()
         var bytes = Array(levels.utf8)[...]
         var previous: UInt8 = 0
@@ -77,7 +77,7 @@ public enum TopicCodec {
     }
 
     /// The text of one level that `level(_:)` made; nil when it is not one.
-    public static func text(fromLevel level: Substring) -> String? {
+    package static func text(fromLevel level: Substring) -> String? {
         guard !level.contains("/") else { return nil }
         var out = [UInt8]()
         var bytes = Array(level.utf8)[...]
@@ -96,17 +96,17 @@ public enum TopicCodec {
     }
 
     /// The topic of a post of `name`.
-    public static func postTopic(_ name: String) -> String { postRoot + "/" + levels(of: name) }
+    package static func postTopic(_ name: String) -> String { postRoot + "/" + levels(of: name) }
     /// The retained state topic of `name`.
-    public static func stateTopic(_ name: String) -> String { stateRoot + "/" + levels(of: name) }
+    package static func stateTopic(_ name: String) -> String { stateRoot + "/" + levels(of: name) }
     /// The topic of a distributed notification of `name`.
-    public static func distributedTopic(_ name: String) -> String { distributedRoot + "/" + levels(of: name) }
+    package static func distributedTopic(_ name: String) -> String { distributedRoot + "/" + levels(of: name) }
 
     /// The subscription that selects the namespace `ns` under `root` (`ns` itself and below).
-    public static func filter(root: String, namespace ns: String) -> String { root + "/" + levels(of: ns) + "/#" }
+    package static func filter(root: String, namespace ns: String) -> String { root + "/" + levels(of: ns) + "/#" }
 
     /// The name a topic under `root` carries, nil for another root or a topic that is not ours.
-    public static func name(inTopic topic: String, root: String) -> String? {
+    package static func name(inTopic topic: String, root: String) -> String? {
         let prefix = root + "/"
         guard topic.hasPrefix(prefix) else { return nil }
         return name(fromLevels: topic.dropFirst(prefix.count))

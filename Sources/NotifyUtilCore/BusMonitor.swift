@@ -5,32 +5,33 @@
 // No Foundation: notifyutil starts in about a millisecond, and Foundation would double that.
 import CDBus
 import DarwinNotify
+import CommandLineSupport
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// One post as `--monitor` reports it.
-public struct MonitoredPost: Sendable, Equatable {
-    public let time: Double
-    public let name: String
-    public let sender: String
+package struct MonitoredPost: Sendable, Equatable {
+    package let time: Double
+    package let name: String
+    package let sender: String
     /// From the bus; nil when the sender had gone before it could be asked.
-    public let pid: UInt32?
-    public let uid: UInt32?
-    public let sequence: UInt64?
+    package let pid: UInt32?
+    package let uid: UInt32?
+    package let sequence: UInt64?
     /// Posts missing from this sender's numbering of this name just before this one.
-    public let gap: UInt64
+    package let gap: UInt64
     /// Posted by a DarwinNotify client (its bucket interface and a sequence), or by another
     /// D-Bus client (dbus-send, gdbus) on the plain interface.
-    public let ours: Bool
+    package let ours: Bool
     /// Why every DarwinNotify receiver drops this post, as the library counts it in `rejected`;
     /// nil when receivers deliver it. "self" (a `self.` name never comes from the bus) or
     /// "uid" (a `user.uid.N` name from a sender the bus says is neither N nor root, or gone
     /// before it could be asked and with no credential).
-    public var rejected: String? = nil
+    package var rejected: String? = nil
 
-    public init(time: Double, name: String, sender: String, pid: UInt32?, uid: UInt32?, sequence: UInt64?, gap: UInt64,
+    package init(time: Double, name: String, sender: String, pid: UInt32?, uid: UInt32?, sequence: UInt64?, gap: UInt64,
                 ours: Bool, rejected: String? = nil) {
         self.time = time
         self.name = name
@@ -46,7 +47,7 @@ public struct MonitoredPost: Sendable, Equatable {
     /// `name` for a terminal: any other process chooses it, so control characters (C0, DEL, C1)
     /// and the backslash are written `\xHH` and cannot move the cursor, clear the screen or
     /// forge a line.
-    public static func printable(_ name: String) -> String {
+    package static func printable(_ name: String) -> String {
         // The common case (nothing to escape) costs one pass over the bytes.
         if !name.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == 0x5C || $0 == 0xC2 }) { return name }
         var out = ""
@@ -70,7 +71,7 @@ public struct MonitoredPost: Sendable, Equatable {
 
     /// The text line: `<time> <name> sender=<:1.n> pid=<pid> uid=<uid> seq=<n> [gap=<k>] <darwin-notify|foreign> [rejected=<why>]`,
     /// the name escaped (`printable`).
-    public var line: String {
+    package var line: String {
         var text = "\(when) \(MonitoredPost.printable(name)) sender=\(sender) pid=\(pid.map(String.init) ?? "-") uid=\(uid.map(String.init) ?? "-")"
         text += " seq=\(sequence.map(String.init) ?? "-")"
         if gap > 0 { text += " gap=\(gap)" }
@@ -80,7 +81,7 @@ public struct MonitoredPost: Sendable, Equatable {
     }
 
     /// One JSON object.
-    public var json: String {
+    package var json: String {
         let quoted = JSONString.quoted
         let fields = [
             "\"time\":\(when)", "\"name\":\(quoted(name))", "\"sender\":\(quoted(sender))",
@@ -94,7 +95,7 @@ public struct MonitoredPost: Sendable, Equatable {
 
 /// Watches every post on one bus; when the bus goes away, reconnects with backoff (as every
 /// registration of the library does) and says so.
-public final class BusMonitor {
+package final class BusMonitor {
     private var connection: OpaquePointer
     private let bus: String?
     private var credentials: [String: (pid: UInt32?, uid: UInt32?)] = [:]
@@ -117,7 +118,7 @@ public final class BusMonitor {
     private static let signal: Int32 = 4 // DBUS_MESSAGE_TYPE_SIGNAL
 
     /// Connects to `bus` (an address, or nil: the default bus, as `NotifyCenter.default` uses).
-    public init(bus: String?) throws {
+    package init(bus: String?) throws {
         self.bus = bus
         connection = try BusMonitor.connect(bus)
     }
@@ -154,7 +155,7 @@ public final class BusMonitor {
     /// Calls `report` for each post, in arrival order. When the bus goes away it tells `notice`,
     /// reconnects with backoff (0.1 s doubling to 5 s), and tells `notice` again; it returns
     /// only by throwing, when `maxReconnectAttempts` (nil: no limit) attempts in a row failed.
-    public func run(maxReconnectAttempts: Int? = nil, notice: (String) -> Void = { _ in },
+    package func run(maxReconnectAttempts: Int? = nil, notice: (String) -> Void = { _ in },
                     _ report: (MonitoredPost) -> Void) throws {
         while true {
             while dbus_connection_read_write(connection, -1) != 0 {

@@ -1,9 +1,9 @@
 /// A parsed `notifyutil` command line. As in Apple's tool, options (`-q`, `-v`, `-z`, `-M`, `-R`,
 /// `--bus`) apply to the whole run, and commands run left to right; a delivery switch (`-port`,
 /// `-file`, `-check`, `-signal [#]`, `-dispatch`, `-plain`) applies to the registrations after it.
-public struct Invocation: Equatable, Sendable {
+package struct Invocation: Equatable, Sendable {
     /// How a registration receives notifications (Apple's `notifyutil` types).
-    public enum Delivery: Equatable, Sendable {
+    package enum Delivery: Equatable, Sendable {
         /// Our default: a callback from the center (Apple: a Mach port).
         case port
         /// A pipe written for each post (`notify_register_file_descriptor`).
@@ -18,7 +18,7 @@ public struct Invocation: Equatable, Sendable {
         case plain
 
         /// The word `-v` prints.
-        public var typeName: String {
+        package var typeName: String {
             switch self {
             case .port: "port"
             case .file: "file"
@@ -30,7 +30,7 @@ public struct Invocation: Equatable, Sendable {
         }
     }
 
-    public enum Command: Equatable, Sendable {
+    package enum Command: Equatable, Sendable {
         /// `-p key`
         case post(String)
         /// `-w key` (count nil: forever) or `-N key` (N notifications, then that registration ends)
@@ -48,38 +48,38 @@ public struct Invocation: Equatable, Sendable {
         case monitor
     }
 
-    public enum Output: Equatable, Sendable { case quiet, key, verbose }
+    package enum Output: Equatable, Sendable { case quiet, key, verbose }
 
-    public var commands: [Command] = []
-    public var output: Output = .key
+    package var commands: [Command] = []
+    package var output: Output = .key
     /// Pause after each post, in milliseconds (Apple's default: 100).
-    public var napMilliseconds = 100
-    public var bus: String?
-    public var showHelp = false
+    package var napMilliseconds = 100
+    package var bus: String?
+    package var showHelp = false
     /// `--version`: print the version and exit.
-    public var showVersion = false
+    package var showVersion = false
     /// `--json`: `--monitor` prints one JSON object per post.
-    public var json = false
+    package var json = false
 
-    public init() {}
+    package init() {}
 }
 
 /// A command line `notifyutil` cannot run: printed on one line with "see notifyutil -h", exit status 64 (EX_USAGE).
-public struct UsageError: Error, Equatable, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct UsageError: Error, Equatable, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// A name as error messages show it: quoted, and cut short past 64 bytes (a 512-byte name would
 /// bury the message).
-public func shownName(_ name: String) -> String {
+package func shownName(_ name: String) -> String {
     let bytes = Array(name.utf8)
     guard bytes.count > 64 else { return "'\(name)'" }
     return "'\(String(decoding: bytes.prefix(60), as: UTF8.self))…' (\(bytes.count) bytes)"
 }
 
-public enum InvocationParser {
-    public static let usage = """
+package enum InvocationParser {
+    package static let usage = """
     usage: notifyutil [-q] [-v] [-z msec] [-M] [-R] [--bus ADDRESS] [command ...]
         -q             quiet mode
         -v             verbose - prints token, time, key, state value, and type
@@ -113,7 +113,7 @@ public enum InvocationParser {
         --version      print the version and exit
     """
 
-    public static func parse(_ arguments: [String]) throws(UsageError) -> Invocation {
+    package static func parse(_ arguments: [String]) throws(UsageError) -> Invocation {
         var result = Invocation()
         var delivery = Invocation.Delivery.port
         var signal: Int32 = 1

@@ -8,7 +8,7 @@ import Glibc
 
 /// Runs an `Invocation`: posts, state commands and registrations in order, then waits until
 /// every counted registration has seen its notifications (forever if a `-w` registration exists).
-public final class Runner: Sendable {
+package final class Runner: Sendable {
     private let invocation: Invocation
     private let out: @Sendable (String) -> Void
     private let err: @Sendable (String) -> Void
@@ -24,7 +24,7 @@ public final class Runner: Sendable {
     }
     private let finished = DispatchSemaphore(value: 0)
 
-    public init(
+    package init(
         _ invocation: Invocation,
         out: @escaping @Sendable (String) -> Void,
         err: @escaping @Sendable (String) -> Void
@@ -36,7 +36,7 @@ public final class Runner: Sendable {
 
     /// Returns the exit status: 0 on success, 1 when a command failed, 3 when `--bus-status` found
     /// the embedded bus stopped (as `systemctl is-active`).
-    public func run() -> Int32 {
+    package func run() -> Int32 {
         var center: NotifyCenter?
         var exitStatus: Int32 = 0
         func getCenter() throws -> NotifyCenter {

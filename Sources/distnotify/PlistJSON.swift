@@ -5,6 +5,7 @@
 // form and is refused.
 import CNotify
 import DarwinNotify
+import CommandLineSupport
 
 struct PlistJSONError: Error, CustomStringConvertible {
     let description: String

@@ -5,6 +5,7 @@
 import CNotify
 import DarwinNotify
 import Glibc
+import CommandLineSupport
 
 let usage = """
     usage: distnotify post NAME [--object OBJECT] [--user-info JSON] [--deliver-immediately] [BUS]
@@ -96,14 +97,12 @@ struct Arguments {
     }
 
     /// The center on the chosen bus.
-    func center() -> OpaquePointer {
+    func center() -> NotifyCenter {
         func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
         let chosen = bus ?? (system ? "system" : variable("DARWIN_NOTIFY_BUS") ?? (variable("DBUS_SESSION_BUS_ADDRESS") == nil ? "embedded" : "session"))
-        var status: UInt32 = 0
-        guard let center = CNotify_center_create(chosen, &status) else {
-            failure("cannot use the bus \(chosen): \(String(cString: CNotify_last_error()))")
+        do { return try NotifyCenter(bus: chosen) } catch {
+            failure("cannot use the bus \(chosen): \(error.message)")
         }
-        return center
     }
 }
 
@@ -111,14 +110,15 @@ func post(_ arguments: Arguments) -> Never {
     let info: OwnedPlist?
     do { info = try arguments.userInfo.map(PlistJSONReader.userInfo) } catch { usageError("--user-info: \(error)") }
     let center = arguments.center()
-    let flags = arguments.deliverImmediately ? UInt32(CNOTIFY_DISTRIBUTED_DELIVER_IMMEDIATELY) : 0
-    guard CNotify_distributed_post(center, arguments.name!, arguments.object, info?.pointer, flags) == UInt32(NOTIFY_STATUS_OK) else {
-        failure("not posted: \(String(cString: CNotify_last_error()))")
+    do {
+        try center.postDistributed(arguments.name!, object: arguments.object, cUserInfo: info?.pointer,
+                                   deliverImmediately: arguments.deliverImmediately)
+    } catch {
+        failure("not posted: \(error.message)")
     }
-    guard CNotify_center_flush(center, 5000) == UInt32(NOTIFY_STATUS_OK) else {
-        failure("posted, but not written to the bus: \(String(cString: CNotify_last_error()))")
+    do { try center.flush(timeoutMilliseconds: 5000) } catch {
+        failure("posted, but not written to the bus: \(error.message)")
     }
-    CNotify_center_destroy(center)
     exit(0)
 }
 
@@ -131,21 +131,17 @@ func watch(_ arguments: Arguments) -> Never {
     pthread_sigmask(SIG_UNBLOCK, &stopping, nil)
     let center = arguments.center()
     let printer = Printer(json: arguments.json, limit: arguments.count)
-    let context = Unmanaged.passRetained(printer).toOpaque()
-    var id: UInt64 = 0
-    let status = CNotify_distributed_add_handler(center, arguments.name, arguments.object, { context, note in
-        guard let context, let note else { return }
-        Unmanaged<Printer>.fromOpaque(context).takeUnretainedValue().print(note.pointee)
-    }, context, { Unmanaged<Printer>.fromOpaque($0!).release() }, &id)
-    guard status == UInt32(NOTIFY_STATUS_OK) else {
-        Unmanaged<Printer>.fromOpaque(context).release()
-        failure("cannot watch: \(String(cString: CNotify_last_error()))")
+    let observation: DistributedObservation
+    do {
+        observation = try center.observeDistributed(arguments.name, object: arguments.object) { note in printer.print(note) }
+    } catch {
+        failure("cannot watch: \(error.message)")
     }
     // Scripts and tests wait for this line: from here on, every post is printed.
     StandardStreams.err("distnotify: watching\n")
-    printer.waitUntilDone()
+    withExtendedLifetime(observation) { printer.waitUntilDone() } // releasing the observation would cancel it
     var stats = CNotify_distributed_stats()
-    CNotify_distributed_get_stats(center, &stats)
+    CNotify_distributed_get_stats(center.cCenter, &stats)
     if stats.dropped > 0 { StandardStreams.err("distnotify: \(stats.dropped) malformed notifications dropped\n") }
     exit(0)
 }
@@ -175,17 +171,18 @@ final class Printer: @unchecked Sendable {
         lock.deallocate()
     }
 
-    func print(_ note: CNotify_distributed_note) {
-        let name = String(cString: note.name)
-        let object = note.object.map { String(cString: $0) }
+    /// On the center's delivery thread, inside the handler (where the note's userInfo lives).
+    func print(_ note: DistributedNote) {
+        let name = note.name, object = note.object
+        let userInfo = note.withUnsafeNote { $0.pointee.user_info }
         let line: String
         if json {
-            let sender = note.sender.map { JSONString.quoted(String(cString: $0)) } ?? "null"
+            let sender = note.sender.map(JSONString.quoted) ?? "null"
             line = "{\"name\":\(JSONString.quoted(name)),\"object\":\(object.map(JSONString.quoted) ?? "null"),"
-                + "\"userInfo\":\(PlistJSONWriter.json(note.user_info)),\"sender\":\(sender),\"sequence\":\(note.sequence),"
-                + "\"deliverImmediately\":\(note.options & UInt32(CNOTIFY_DISTRIBUTED_DELIVER_IMMEDIATELY) != 0)}"
+                + "\"userInfo\":\(PlistJSONWriter.json(userInfo)),\"sender\":\(sender),\"sequence\":\(note.sequence),"
+                + "\"deliverImmediately\":\(note.deliverImmediately)}"
         } else {
-            line = name + (object.map { " object=\($0)" } ?? "") + (note.user_info.map { " userInfo=\(PlistJSONWriter.json($0))" } ?? "")
+            line = name + (object.map { " object=\($0)" } ?? "") + (userInfo.map { " userInfo=\(PlistJSONWriter.json($0))" } ?? "")
         }
         pthread_mutex_lock(lock)
         if limit.map({ printed < $0 }) ?? true {

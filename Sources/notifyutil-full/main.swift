@@ -1,6 +1,7 @@
 // notifyutil: Apple's notification utility on Linux. Parsing and running live in NotifyUtilCore.
 import DarwinNotify
 import NotifyUtilCore
+import CommandLineSupport
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 // CommandLineOutput.swift: what the package's command-line tools (notifyutil, distnotify) share to
-// print: unbuffered writes to stdout and stderr, and JSON strings. Package-only: not Swift API.
+// print: unbuffered writes to stdout and stderr, and JSON strings. A target of its own
+// (CommandLineSupport), not a part of the DarwinNotify library; package-only: not Swift API.
 #if canImport(Glibc)
 import Glibc
 #endif
