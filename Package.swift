@@ -56,7 +56,7 @@ let package = Package(
             dependencies: ["CDBus"],
             path: "Shims/CNotify",
             // The unit tests beside the modules (.ci/unit builds and runs them) are not the library's.
-            exclude: ["base/tests", "transport/bus/tests", "transport/fast/tests"],
+            exclude: ["base/tests", "center/tests", "transport/bus/tests", "transport/fast/tests"],
             publicHeadersPath: "include",
             cSettings: [.define("_GNU_SOURCE")],
             // Not libdispatch: notify_register_dispatch finds it at run time (dispatch_api.c).
@@ -82,7 +82,7 @@ let package = Package(
         // What the command-line tools share to print (unbuffered stdout and stderr, JSON strings):
         // theirs, not the library's.
         .target(name: "CommandLineSupport"),
-        .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CDBus", "CommandLineSupport"]),
+        .target(name: "NotifyUtilCore", dependencies: ["DarwinNotify", "CNotify", "CDBus", "CommandLineSupport"]),
         // Distributed notifications from the shell: no Foundation (it ships beside notifyutil), the
         // Swift runtime inside as notifyutil-full has it.
         .executableTarget(

@@ -4,6 +4,7 @@
 // (org.freedesktop.DBus.GetConnectionCredentials), cached per unique name for this connection.
 // No Foundation: notifyutil starts in about a millisecond, and Foundation would double that.
 import CDBus
+import CNotify
 import DarwinNotify
 import CommandLineSupport
 
@@ -25,10 +26,11 @@ package struct MonitoredPost: Sendable, Equatable {
     /// Posted by a DarwinNotify client (its bucket interface and a sequence), or by another
     /// D-Bus client (dbus-send, gdbus) on the plain interface.
     package let ours: Bool
-    /// Why every DarwinNotify receiver drops this post, as the library counts it in `rejected`;
-    /// nil when receivers deliver it. "self" (a `self.` name never comes from the bus) or
-    /// "uid" (a `user.uid.N` name from a sender the bus says is neither N nor root, or gone
-    /// before it could be asked and with no credential).
+    /// Why every DarwinNotify receiver drops this post; nil when receivers deliver it. "self" (a
+    /// `self.` name never comes from the bus), "uid" (a `user.uid.N` name from a sender the bus
+    /// says is neither N nor root, or gone before it could be asked and with no credential),
+    /// "duplicate" (the number just seen again from its origin: the same post a second time) or
+    /// "malformed" (not a Post a receiver reads: an empty or oversized name, a bad argument).
     package var rejected: String? = nil
 
     package init(time: Double, name: String, sender: String, pid: UInt32?, uid: UInt32?, sequence: UInt64?, gap: UInt64,
@@ -99,18 +101,12 @@ package final class BusMonitor {
     private var connection: OpaquePointer
     private let bus: String?
     private var credentials: [String: (pid: UInt32?, uid: UInt32?)] = [:]
-    /// Keyed by sender and a 128-bit hash of the name (never the name: another process chooses
-    /// its size), so what is kept is bounded in bytes: at most `maxKept` entries of under 300 bytes.
-    private var lastSequence: [String: UInt64] = [:]
-    /// What each sender may still add to gaps (the library's bound: CN_GAP_SENDER_MAX).
-    private var gapBudget: [String: UInt64] = [:]
+    /// The receivers' own rule for gaps and duplicates, and its bounds (CNotify_sequences_*:
+    /// center/received.c), not a copy of it.
+    private var sequences: OpaquePointer
     static let maxKept = 16384
-    /// As the library: one jump counts at most 2^20, one sender at most 2^22 in all.
-    static let gapJumpMax: UInt64 = 1 << 20
-    static let gapSenderMax: UInt64 = 1 << 22
 
     private static let typeString = Int32(UInt8(ascii: "s"))
-    private static let typeUInt64 = Int32(UInt8(ascii: "t"))
     private static let typeUInt32 = Int32(UInt8(ascii: "u"))
     private static let typeArray = Int32(UInt8(ascii: "a"))
     private static let typeVariant = Int32(UInt8(ascii: "v"))
@@ -121,6 +117,12 @@ package final class BusMonitor {
     package init(bus: String?) throws {
         self.bus = bus
         connection = try BusMonitor.connect(bus)
+        guard let book = CNotify_sequences_create() else {
+            dbus_connection_close(connection)
+            dbus_connection_unref(connection)
+            throw NotifyError(code: .failed, message: String(cString: CNotify_last_error()))
+        }
+        sequences = book
     }
 
     private static func connect(_ bus: String?) throws -> OpaquePointer {
@@ -150,6 +152,7 @@ package final class BusMonitor {
     deinit {
         dbus_connection_close(connection)
         dbus_connection_unref(connection)
+        CNotify_sequences_destroy(sequences)
     }
 
     /// Calls `report` for each post, in arrival order. When the bus goes away it tells `notice`,
@@ -183,8 +186,10 @@ package final class BusMonitor {
                 // A restarted daemon hands out the same unique names again: nothing learnt
                 // about a sender of the old one holds.
                 credentials.removeAll()
-                lastSequence.removeAll()
-                gapBudget.removeAll()
+                if let book = CNotify_sequences_create() {
+                    CNotify_sequences_destroy(sequences)
+                    sequences = book
+                }
                 return
             } catch {
                 if let maxAttempts, attempt >= maxAttempts { throw error }
@@ -200,29 +205,21 @@ package final class BusMonitor {
               let interfacePointer = dbus_message_get_interface(message) else { return nil }
         let interface = String(cString: interfacePointer)
         guard interface.hasPrefix("org.darwinnotify.Notify") else { return nil }
-        var it = DBusMessageIter()
-        guard dbus_message_iter_init(message, &it) != 0, dbus_message_iter_get_arg_type(&it) == BusMonitor.typeString else { return nil }
-        var namePointer: UnsafePointer<CChar>?
-        dbus_message_iter_get_basic(&it, &namePointer)
-        guard let namePointer else { return nil }
-        let name = String(cString: namePointer)
-        var sequence: UInt64?
-        if dbus_message_iter_next(&it) != 0, dbus_message_iter_get_arg_type(&it) == BusMonitor.typeUInt64 {
-            var value: UInt64 = 0
-            dbus_message_iter_get_basic(&it, &value)
-            sequence = value
-        }
         let sender = dbus_message_get_sender(message).map { String(cString: $0) } ?? "?"
+        // Read as every receiver reads it (the C core's parser, CNotify_protocol_read_post); what
+        // receivers refuse is still shown, marked, with the text the bus carried.
+        var buffer = [CChar](repeating: 0, count: Int(CNOTIFY_NAME_MAX) + 1)
+        var value: UInt64 = 0, hasSequence: Int32 = 0, origin: UInt64 = 0
+        let read = CNotify_protocol_read_post(UnsafeRawPointer(message), &buffer, buffer.count, &value, &hasSequence, &origin)
+        let name: String
+        let sequence: UInt64? = read == UInt32(NOTIFY_STATUS_OK) && hasSequence != 0 ? value : nil
         var gap: UInt64 = 0
-        if let sequence {
-            let key = sender + "\n" + NotifyCenter.stateFileName(of: name)
-            if lastSequence.count >= BusMonitor.maxKept { lastSequence.removeAll(); gapBudget.removeAll() }
-            if let last = lastSequence[key], sequence > last, sequence - last > 1 {
-                let left = gapBudget[sender, default: BusMonitor.gapSenderMax]
-                gap = min(sequence - last - 1, BusMonitor.gapJumpMax, left)
-                gapBudget[sender] = left - gap
-            }
-            lastSequence[key] = sequence
+        var rejected: String?
+        if read == UInt32(NOTIFY_STATUS_OK) {
+            name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        } else {
+            name = BusMonitor.firstString(message) ?? ""
+            rejected = "malformed"
         }
         if credentials.count >= BusMonitor.maxKept { credentials.removeAll() } // bounded, as the C core's per-sender tables
         let who = credentials[sender] ?? askCredentials(of: sender)
@@ -230,8 +227,9 @@ package final class BusMonitor {
         let ours = sequence != nil && interface == NotifyCenter.bucketInterface(of: name)
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        var rejected: String?
-        if name.hasPrefix("self.") {
+        if rejected != nil {
+            // malformed: receivers drop it before looking at its name
+        } else if name.hasPrefix("self.") {
             rejected = "self"
         } else if case .uid(let owner) = NotifyCenter.restriction(of: name) {
             // As receivers judge it: by the bus's word on the sender while it is connected; a
@@ -240,8 +238,24 @@ package final class BusMonitor {
             if let uid = who.uid { if uid != owner && uid != 0 { rejected = "uid" } }
             else if !hasCredential { rejected = "uid" }
         }
+        // Its number, as receivers note it: only for a post they took so far (authenticated first).
+        if rejected == nil, let sequence {
+            var duplicate: Int32 = 0
+            if CNotify_sequences_note(sequences, sender, origin, name, sequence, &duplicate, &gap) == UInt32(NOTIFY_STATUS_OK), duplicate != 0 {
+                rejected = "duplicate"
+            }
+        }
         return MonitoredPost(time: Double(now.tv_sec) + Double(now.tv_nsec) / 1e9, name: name, sender: sender,
                              pid: who.pid, uid: who.uid, sequence: sequence, gap: gap, ours: ours, rejected: rejected)
+    }
+
+    /// The first argument when it is a string: the name of a Post receivers refuse, as it was sent.
+    private static func firstString(_ message: OpaquePointer) -> String? {
+        var it = DBusMessageIter()
+        guard dbus_message_iter_init(message, &it) != 0, dbus_message_iter_get_arg_type(&it) == typeString else { return nil }
+        var pointer: UnsafePointer<CChar>?
+        dbus_message_iter_get_basic(&it, &pointer)
+        return pointer.map { String(cString: $0) }
     }
 
     /// GetConnectionCredentials: ProcessID and UnixUserID; nils once the sender has gone.

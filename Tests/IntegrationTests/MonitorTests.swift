@@ -39,6 +39,30 @@ extension IntegrationSuites {
             #expect(sentinel["client"] as? String == "darwin-notify" && sentinel["seq"] as? Int == 1, "\(sentinel)")
         }
 
+        @Test("the receivers' own rules (the C core's parser and CNotify_sequences): a duplicate and a malformed post are marked, a jump back is no gap")
+        func receiversRules() throws {
+            let monitor = try ChildProcess("notifyutil", ["--monitor", "--json"], environment: bus.environment)
+            defer { monitor.kill() }
+            try repeatUntil("the monitor to see a sentinel", action: { try notifyutilPost(["monitor.sentinel"], bus: bus) },
+                            done: { monitor.stdout.contains("monitor.sentinel") })
+            // One origin: 5, 3, 3, 5 (PROTOCOL.md "Origins": 3 again is a duplicate; 3 -> 5 loses 4).
+            #expect(try run("cnotify-probe", ["forge-origin", "99", "monitor.dup:5", "monitor.dup:3", "monitor.dup:3", "monitor.dup:5"],
+                            environment: bus.environment).status == 0)
+            // An empty name: not a Post any receiver reads.
+            #expect(try run("cnotify-probe", ["forge-seq", "", "1"], environment: bus.environment).status == 0)
+            #expect(try run("cnotify-probe", ["forge-seq", "monitor.end", "1"], environment: bus.environment).status == 0)
+            try monitor.waitForLine { $0.contains("\"monitor.end\"") }
+            let objects = try monitor.lines.map { line -> [String: Any] in
+                try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not JSON: \(line)")
+            }
+            let dup = objects.filter { $0["name"] as? String == "monitor.dup" }
+            #expect(dup.map { $0["seq"] as? Int } == [5, 3, 3, 5], "\(dup)")
+            #expect(dup.map { $0["rejected"] as? String } == [nil, nil, "duplicate", nil], "\(dup)")
+            #expect(dup.map { $0["gap"] as? Int } == [0, 0, 0, 1], "\(dup)")
+            let empty = try #require(objects.first { $0["name"] as? String == "" }, "\(monitor.lines)")
+            #expect(empty["rejected"] as? String == "malformed", "\(empty)")
+        }
+
         @Test("text lines, and a clear error for an unreachable bus")
         func textAndErrors() throws {
             let monitor = try ChildProcess("notifyutil", ["--monitor"], environment: bus.environment)

@@ -313,6 +313,21 @@ uint32_t CNotify_protocol_build_post(const char *name, uint64_t seq, char **out_
 uint32_t CNotify_protocol_build_post_from(const char *name, uint64_t seq, uint64_t origin, char **out_bytes,
                                           int *out_len);
 uint32_t CNotify_protocol_post_origin(const char *bytes, int len, uint64_t *out);
+/* A Post as libdbus hands it (`message`: a DBusMessage *, read, not changed), read as a receiver
+ * reads it (a monitor's reader): INVALID_REQUEST for anything that is not a Post; else the name,
+ * the sequence if it carries one, and the origin (0: none). */
+uint32_t CNotify_protocol_read_post(const void *message, char *out_name, size_t name_len, uint64_t *out_seq,
+                                    int *out_has_seq, uint64_t *out_origin);
+/* The receiver's rule for the numbers of posts that come by the bus alone (docs/PROTOCOL.md
+ * "Origins"), for monitors and other implementations: per `origin` (0: none, then per `sender`)
+ * and name, the number just seen again is a duplicate (*out_duplicate 1); a jump forward counts
+ * the posts lost into *out_gaps, at most 2^20 a jump and 2^22 a sender; a jump back is a new
+ * numbering. The book is bounded as a center's is. One thread at a time per book. */
+typedef struct CNotify_sequences CNotify_sequences;
+CNotify_sequences *CNotify_sequences_create(void);
+uint32_t CNotify_sequences_note(CNotify_sequences *sequences, const char *sender, uint64_t origin, const char *name,
+                                uint64_t seq, int *out_duplicate, uint64_t *out_gaps);
+void CNotify_sequences_destroy(CNotify_sequences *sequences);
 uint32_t CNotify_protocol_parse_post(const char *bytes, int len, char *out_name, size_t name_len, uint64_t *out_seq,
                                      int *out_has_seq);
 void CNotify_protocol_free(void *bytes);

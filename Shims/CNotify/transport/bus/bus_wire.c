@@ -221,6 +221,32 @@ uint32_t CNotify_protocol_parse_post(const char *bytes, int len, char *out_name,
     return st;
 }
 
+uint32_t CNotify_protocol_read_post(const void *message, char *out_name, size_t name_len, uint64_t *out_seq,
+                                    int *out_has_seq, uint64_t *out_origin) {
+    cn_clear_error();
+    CN_RETURN_IF_NULL(message, "message");
+    CN_RETURN_IF_NULL(out_name, "name buffer");
+    CN_RETURN_IF_NULL(out_seq, "sequence pointer");
+    CN_RETURN_IF_NULL(out_has_seq, "has-sequence pointer");
+    CN_RETURN_IF_NULL(out_origin, "origin pointer");
+    DBusMessage *m = (DBusMessage *)message; /* read, never changed */
+    cn_wire_post post;
+    if (cn_wire_parse(m, &post) != CN_WIRE_POST) {
+        cn_set_error("not a Post of docs/PROTOCOL.md (member, path, interface or arguments)");
+        return NOTIFY_STATUS_INVALID_REQUEST;
+    }
+    if (post.credential_fd >= 0) close(post.credential_fd);
+    if (strlen(post.name) >= name_len) {
+        cn_set_error("the name is %zu bytes; the buffer holds %zu", strlen(post.name), name_len);
+        return NOTIFY_STATUS_INVALID_REQUEST;
+    }
+    memcpy(out_name, post.name, strlen(post.name) + 1);
+    *out_seq = post.seq;
+    *out_has_seq = post.has_seq;
+    *out_origin = post.origin;
+    return NOTIFY_STATUS_OK;
+}
+
 uint32_t CNotify_protocol_build_post(const char *name, uint64_t seq, char **out_bytes, int *out_len) {
     cn_clear_error();
     return marshal_post(name, seq, 0, out_bytes, out_len);

@@ -1,0 +1,61 @@
+/*
+ * test_received.c: the sequence numbers of posts that come by the bus alone (received.c;
+ * docs/PROTOCOL.md "Origins"): per origin and name only the number just seen again is a
+ * duplicate (5, 3, 3, 5, 6: four taken); a jump forward counts the posts lost, at most 2^20 a jump
+ * and 2^22 a sender; a jump back is a new numbering; posts with no origin are keyed by sender and
+ * never duplicates; an origin's numbering is not another's; forget clears it.
+ */
+#include <string.h>
+#include "../center.h"
+#include "../../base/tests/check.h"
+
+static cn_post_verdict note(cn_received *r, const char *sender, uint64_t origin, const char *name, uint64_t seq, uint64_t *gaps) {
+    cn_received_post post = { .name = name, .sender = sender, .origin = origin, .seq = seq, .has_seq = 1 };
+    return cn_received_note(r, &post, gaps);
+}
+
+int main(void) {
+    cn_received r = { 0 };
+    uint64_t gaps = 0;
+    /* The Origins example: 5, 3, 3, 5, 6 of one name from one origin. */
+    const uint64_t seqs[] = { 5, 3, 3, 5, 6 };
+    const cn_post_verdict want[] = { CN_POST_FRESH, CN_POST_FRESH, CN_POST_DUPLICATE, CN_POST_FRESH, CN_POST_FRESH };
+    const uint64_t lost[] = { 0, 0, 0, 1 /* 3 -> 5: 4 is missing */, 0 };
+    int taken = 0;
+    for (int i = 0; i < 5; i++) {
+        cn_post_verdict v = note(&r, ":1.1", 77, "a.b", seqs[i], &gaps);
+        CHECK(v == want[i], "seq %llu: verdict %d", (unsigned long long)seqs[i], v);
+        taken += v == CN_POST_FRESH;
+        CHECK(gaps == lost[i], "seq %llu: %llu gaps", (unsigned long long)seqs[i], (unsigned long long)gaps);
+    }
+    CHECK(taken == 4, "%d taken", taken);
+    /* A jump forward: the posts between are lost. */
+    CHECK(note(&r, ":1.1", 77, "a.b", 10, &gaps) == CN_POST_FRESH && gaps == 3, "6 -> 10: %llu gaps", (unsigned long long)gaps);
+    /* Another name, another origin: numberings apart. */
+    CHECK(note(&r, ":1.1", 77, "a.c", 10, &gaps) == CN_POST_FRESH && gaps == 0, "another name");
+    CHECK(note(&r, ":1.1", 78, "a.b", 10, &gaps) == CN_POST_FRESH && gaps == 0, "another origin");
+    /* No origin: keyed by sender, a repeat is a poster that restarted, never a duplicate. */
+    CHECK(note(&r, ":1.2", 0, "a.b", 1, &gaps) == CN_POST_FRESH, "no origin, 1");
+    CHECK(note(&r, ":1.2", 0, "a.b", 1, &gaps) == CN_POST_FRESH && gaps == 0, "no origin, 1 again");
+    /* A forged huge jump: at most 2^20 a jump, 2^22 a sender over all its jumps. */
+    CHECK(note(&r, ":1.3", 5, "x", 1, &gaps) == CN_POST_FRESH, "x 1");
+    CHECK(note(&r, ":1.3", 5, "x", UINT64_MAX, &gaps) == CN_POST_FRESH && gaps == CN_GAP_JUMP_MAX, "capped jump: %llu",
+          (unsigned long long)gaps);
+    uint64_t total = 0;
+    for (int i = 0; i < 10; i++) {
+        note(&r, ":1.3", 5, "x", 1, &gaps);
+        total += gaps;
+        note(&r, ":1.3", 5, "x", (1u << 20) + 2, &gaps);
+        total += gaps;
+    }
+    CHECK(total + CN_GAP_JUMP_MAX <= CN_GAP_SENDER_MAX, "a sender added %llu", (unsigned long long)(total + CN_GAP_JUMP_MAX));
+    /* Forget: the numbering starts over. */
+    cn_received_forget(&r);
+    CHECK(note(&r, ":1.1", 77, "a.b", 10, &gaps) == CN_POST_FRESH && gaps == 0, "after forget, 10 is fresh");
+    CHECK(note(&r, ":1.1", 77, "a.b", 10, &gaps) == CN_POST_DUPLICATE, "and 10 again a duplicate");
+    /* A post with no number, or no sender: fresh, never counted. */
+    cn_received_post bare = { .name = "a.b", .sender = NULL, .origin = 77, .seq = 10, .has_seq = 1 };
+    CHECK(cn_received_note(&r, &bare, &gaps) == CN_POST_FRESH && gaps == 0, "no sender");
+    cn_received_forget(&r);
+    return check_result("test_received");
+}
