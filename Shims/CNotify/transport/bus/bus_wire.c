@@ -184,7 +184,9 @@ static uint32_t marshal_post(const char *name, uint64_t seq, uint64_t origin, ch
     return cn_wire_marshal(cn_wire_build(name, seq, -1, origin), name, out_bytes, out_len);
 }
 
-static uint32_t copy_parsed(DBusMessage *m, char *out_name, size_t name_len, uint64_t *out_seq, int *out_has_seq) {
+/* The Post in `m` into the caller's buffers (`out_origin` NULL: not wanted). */
+static uint32_t copy_parsed(DBusMessage *m, char *out_name, size_t name_len, uint64_t *out_seq, int *out_has_seq,
+                            uint64_t *out_origin) {
     cn_wire_post post;
     if (cn_wire_parse(m, &post) != CN_WIRE_POST) {
         cn_set_error("a D-Bus message, but not a Post of docs/PROTOCOL.md (member, path, interface or arguments)");
@@ -198,6 +200,7 @@ static uint32_t copy_parsed(DBusMessage *m, char *out_name, size_t name_len, uin
     memcpy(out_name, post.name, strlen(post.name) + 1);
     *out_seq = post.seq;
     *out_has_seq = post.has_seq;
+    if (out_origin) *out_origin = post.origin;
     return NOTIFY_STATUS_OK;
 }
 
@@ -216,7 +219,7 @@ uint32_t CNotify_protocol_parse_post(const char *bytes, int len, char *out_name,
         dbus_error_free(&err);
         return NOTIFY_STATUS_INVALID_REQUEST;
     }
-    uint32_t st = copy_parsed(m, out_name, name_len, out_seq, out_has_seq);
+    uint32_t st = copy_parsed(m, out_name, name_len, out_seq, out_has_seq, NULL);
     dbus_message_unref(m);
     return st;
 }
@@ -229,22 +232,8 @@ uint32_t CNotify_protocol_read_post(const void *message, char *out_name, size_t 
     CN_RETURN_IF_NULL(out_seq, "sequence pointer");
     CN_RETURN_IF_NULL(out_has_seq, "has-sequence pointer");
     CN_RETURN_IF_NULL(out_origin, "origin pointer");
-    DBusMessage *m = (DBusMessage *)message; /* read, never changed */
-    cn_wire_post post;
-    if (cn_wire_parse(m, &post) != CN_WIRE_POST) {
-        cn_set_error("not a Post of docs/PROTOCOL.md (member, path, interface or arguments)");
-        return NOTIFY_STATUS_INVALID_REQUEST;
-    }
-    if (post.credential_fd >= 0) close(post.credential_fd);
-    if (strlen(post.name) >= name_len) {
-        cn_set_error("the name is %zu bytes; the buffer holds %zu", strlen(post.name), name_len);
-        return NOTIFY_STATUS_INVALID_REQUEST;
-    }
-    memcpy(out_name, post.name, strlen(post.name) + 1);
-    *out_seq = post.seq;
-    *out_has_seq = post.has_seq;
-    *out_origin = post.origin;
-    return NOTIFY_STATUS_OK;
+    return copy_parsed((DBusMessage *)message /* read, never changed */, out_name, name_len, out_seq, out_has_seq,
+                       out_origin);
 }
 
 uint32_t CNotify_protocol_build_post(const char *name, uint64_t seq, char **out_bytes, int *out_len) {
