@@ -184,13 +184,30 @@ enum PosixFiles {
         return names.sorted()
     }
 
+    /// A file read with read(2) to its end (at most 16 MiB): a /proc file reports no size, and
+    /// Foundation's `String(contentsOfFile:)` gives only its first page (4 KiB) of one.
+    static func readWhole(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 || bytes.count + n > 16 << 20 { return nil }
+            if n == 0 { return String(decoding: bytes, as: UTF8.self) }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+    }
+
     /// Whether `path` is on tmpfs or ramfs: the file system type of the mount that holds it, from
     /// /proc/self/mountinfo (Glibc's Swift module does not export statfs(2), which would tell).
     static func isInMemory(_ path: FilePath) -> Bool {
         guard let resolved = realpath(path.string, nil) else { return false }
         let real = String(cString: resolved)
         free(resolved)
-        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+        guard let table = readWhole("/proc/self/mountinfo") else { return false }
         var best: (length: Int, type: Substring) = (-1, "")
         for line in table.split(separator: "\n") {
             // "id parent major:minor root mountpoint options … - fstype source superoptions"

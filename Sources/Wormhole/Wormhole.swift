@@ -224,3 +224,7 @@ extension Wormhole {
         try Names.validateIdentifier(identifier)
     }
 }
+
+/// Whether a wormhole whose files are at `path` takes them for memory (tmpfs or ramfs), and so
+/// does not sync them to disk: for the test probe (`wormhole-probe in-memory`).
+package func wormholeStorageIsInMemory(_ path: String) -> Bool { PosixFiles.isInMemory(FilePath(path)) }

@@ -6,6 +6,8 @@
 //   wormhole-probe increment GROUP ID COUNT         coordinated: COUNT atomic increments of {"count"}
 //   wormhole-probe echo GROUP IN OUT [nosync]       file: each message on IN is passed back on OUT
 //   wormhole-probe drain GROUP ID COUNT              queue: print "ready", then "done" after COUNT messages
+//   wormhole-probe in-memory PATH...                 "PATH true|false": whether a wormhole there takes
+//                                                    its files for memory (tmpfs, ramfs: no fsync)
 import Dispatch
 import Foundation
 import Synchronization
@@ -20,6 +22,10 @@ func fail(_ text: String) -> Never {
 }
 
 let args = CommandLine.arguments
+if args.count >= 3 && args[1] == "in-memory" {
+    for path in args.dropFirst(2) { print("\(path) \(wormholeStorageIsInMemory(path))") }
+    exit(0)
+}
 guard args.count >= 4 else { fail("usage: see the comment at the top of main.swift") }
 do {
     switch args[1] {

@@ -72,6 +72,30 @@ extension IntegrationSuites {
             for child in [victim, poster, decoy, fakes] { child.closeStdin() }
         }
 
+        @Test("the tests find an observer's endpoint among thousands of Unix sockets on the host (/proc/net/unix read to its end, not its first page)")
+        func endpointFoundInACrowd() throws {
+            let bus = try TestBus()
+            // 3,000 Unix sockets of another process: /proc/net/unix grows past 200 KB.
+            let crowd = try ChildProcess("/usr/bin/python3", ["-c", """
+                import os, socket, sys
+                held = []
+                for i in range(3000):
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                    s.bind("\\0darwin-notify-test-crowd/%d/%d" % (os.getpid(), i))
+                    held.append(s)
+                print("ready", flush=True)
+                sys.stdin.read()
+                """], stdin: true)
+            defer { crowd.kill() }
+            try crowd.waitForLine("ready")
+            let observer = try peer(bus.environment, observing: "fp.crowd")
+            defer { observer.kill() }
+            let token = try endpointToken(of: observer.processIdentifier)
+            #expect(token.count == 32, "\(token)")
+            crowd.closeStdin()
+            observer.closeStdin()
+        }
+
         @Test("item 2: a poster that leaves the bus with frames unread in the socket has every one delivered (the observer stopped meanwhile)")
         func departingPosterIsReadToTheEnd() throws {
             let bus = try TestBus()

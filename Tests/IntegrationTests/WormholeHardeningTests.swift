@@ -13,6 +13,31 @@ extension IntegrationSuites {
 
         var base: String { fixture.root + "/group.test/wormhole" }
 
+        @Test("the mount table is read to its end: a file system mounted in a tmpfs behind more than a page of /proc/self/mountinfo is not taken for memory (its messages are synced), and the last tmpfs is")
+        func mountTableReadToItsEnd() throws {
+            #expect(geteuid() == 0, "this test mounts file systems in a mount namespace of its own (unshare -m): run as root")
+            guard geteuid() == 0 else { return }
+            let root = try makeTemporaryDirectory("mounts")
+            defer { try? FileManager.default.removeItem(atPath: root) }
+            // In a mount namespace of its own (gone with the process): a tmpfs, 120 small tmpfs
+            // inside it (some 13 KB of mountinfo past the test's own), then a file system that is
+            // not in memory (mqueue stands in for a disk) mounted last, inside the tmpfs.
+            let script = """
+                set -e
+                mount --make-rprivate /
+                mount -t tmpfs -o size=1m tmpfs "$1"
+                mkdir "$1/disk"
+                for i in $(seq 1 120); do mkdir "$1/p$i"; mount -t tmpfs -o size=4k tmpfs "$1/p$i"; done
+                mount -t mqueue mqueue "$1/disk"
+                [ "$(wc -c < /proc/self/mountinfo)" -gt 8192 ]
+                exec "$2" in-memory "$1/disk" "$1/p120" "$1/p1"
+                """
+            let result = try run("/usr/bin/unshare", ["-m", "--", "/bin/sh", "-c", script, "sh", root,
+                                                      ChildProcess.productsDirectory + "/wormhole-probe"])
+            #expect(result.status == 0, "\(result)")
+            #expect(result.out == "\(root)/disk false\n\(root)/p120 true\n\(root)/p1 true\n", "\(result)")
+        }
+
         @Test("a FIFO as a message: read returns with an error, and a listener delivers the next pass")
         func fifoMessageDoesNotHang() throws {
             try fixture.cliOK(["pass", "group.test", "other", "0"]) // makes the container

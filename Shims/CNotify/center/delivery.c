@@ -119,7 +119,7 @@ static cn_queued_post *self_pop(cn_delivery *d) {
 static void deliver_self_queue_locked(CNotify_center *c) {
     CN_ASSERT_HELD(&c->delivery.lock);
     for (cn_queued_post *p; (p = self_pop(&c->delivery));) {
-        cn_received_post post = { p->name, NULL, 0, 0, 0 };
+        cn_received_post post = { p->name, NULL, 0, 0, 0, 0 };
         deliver_locked(c, &post);
         free(p);
     }
@@ -192,7 +192,7 @@ void cn_deliver_distributed(CNotify_center *c, const cn_received_distributed *po
     CNotify_distributed_note note = { post->name, post->object, post->user_info, post->sender,
                                       post->has_seq ? post->seq : 0, from_this_center, post->options };
     /* CNotify_center_current_post inside a handler describes this one: its sender and number. */
-    cn_received_post current = { post->name, post->sender, post->origin, post->seq, post->has_seq };
+    cn_received_post current = { post->name, post->sender, post->origin, post->seq, post->has_seq, 0 };
     cn_mutex_lock(&c->delivery.lock);
     with_delivering_locked(c, &current, run_distributed, &note);
     cn_mutex_unlock(&c->delivery.lock);

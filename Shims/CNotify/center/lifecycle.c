@@ -48,15 +48,16 @@ static void list_remove(CNotify_center *c) {
 
 /* ---- what the transport reports (loop thread) ---- */
 
-static void on_post_arrived(void *ctx, const cn_received_post *post) {
+static int on_post_arrived(void *ctx, const cn_received_post *post) {
     CNotify_center *c = ctx;
     uint64_t gaps;
     if (cn_received_note(&c->received, post, &gaps) == CN_POST_DUPLICATE) {
         atomic_fetch_add_explicit(&c->counters.duplicates, 1, memory_order_relaxed);
-        return;
+        return 0;
     }
     if (gaps) atomic_fetch_add_explicit(&c->counters.gaps, gaps, memory_order_relaxed);
     cn_deliver(c, post);
+    return 1;
 }
 
 static void on_post_rejected(void *ctx) {
@@ -67,7 +68,7 @@ static void on_post_rejected(void *ctx) {
 static void on_distributed_arrived(void *ctx, const cn_received_distributed *post) {
     CNotify_center *c = ctx;
     uint64_t gaps;
-    cn_received_post numbered = { post->name, post->sender, post->origin, post->seq, post->has_seq };
+    cn_received_post numbered = { post->name, post->sender, post->origin, post->seq, post->has_seq, 0 };
     if (cn_received_note(&c->distributed_received, &numbered, &gaps) == CN_POST_DUPLICATE) {
         atomic_fetch_add_explicit(&c->counters.duplicates, 1, memory_order_relaxed);
         return;

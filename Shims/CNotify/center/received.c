@@ -1,8 +1,15 @@
 /*
- * received.c: the sequence numbers of received posts (loop thread). Posts are numbered per origin
- * and name (PROTOCOL.md "Origins"; per sender and name for a poster that sends no origin): a jump
- * means the bus dropped some on the way to us (a gap), and the number just seen again is the same
- * post a second time (a duplicate, as one that could come by two paths), not delivered twice.
+ * received.c: the sequence numbers of received posts (loop thread), and the one rule of which
+ * copy of a post is a duplicate. Posts are numbered per origin and name (PROTOCOL.md "Origins";
+ * per sender and name for a poster that sends no origin): a jump means some were lost on the way
+ * to us (a gap). Which copy is not delivered:
+ *  - a post by the bus alone: the number just seen again from its origin (the same post a second
+ *    time); a lower one is a new numbering. The origin is the poster's word, so a stranger who
+ *    sends another's origin can hide one post, never a run of them.
+ *  - a post of a poster that reaches us by two paths (the transport says so: two_paths, a poster
+ *    the kernel and the bus proved, PROTOCOL.md "Fast path", 4): a number at or below the highest
+ *    taken of that name from that poster and origin, whichever path brought it, since its copies
+ *    come twice and either may come first. Keyed by the proved sender, never by the origin alone.
  */
 #include <string.h>
 #include "center.h"
@@ -37,21 +44,40 @@ static const char *hex64(uint64_t v, char out[17]) {
     return out;
 }
 
+/* The key of a post's numbering, built by hand (this runs for every post): "origin\nname" (16 hex
+ * digits), "sender\nname" with no origin, "originsender\tname" for two paths (a sender starts with
+ * ':', so no key is another's). 0, or -1 when too long. */
+static int key_of(const cn_received_post *post, char *key, size_t cap) {
+    char origin[17];
+    size_t at = 0;
+    const char *who = post->sender;
+    char separator = '\n';
+    if (post->origin && post->two_paths) { /* "originsender\tname" */
+        memcpy(key, hex64(post->origin, origin), 16);
+        at = 16;
+        separator = '\t';
+    } else if (post->origin) { /* "origin\nname" */
+        who = hex64(post->origin, origin);
+    }
+    size_t lw = strlen(who), ln = strlen(post->name);
+    if (at + lw + ln + 2 > cap) return -1;
+    memcpy(key + at, who, lw);
+    key[at + lw] = separator;
+    memcpy(key + at + lw + 1, post->name, ln + 1);
+    return 0;
+}
+
 cn_post_verdict cn_received_note(cn_received *r, const cn_received_post *post, uint64_t *gaps) {
     *gaps = 0;
     if (!post->has_seq || !post->sender) return CN_POST_FRESH;
-    char origin[17];
-    const char *who = post->origin ? hex64(post->origin, origin) : post->sender;
-    char key[CNOTIFY_NAME_MAX + 256 + 2];
-    size_t lw = strlen(who), ln = strlen(post->name);
-    if (lw + ln + 2 > sizeof key) return CN_POST_FRESH;
-    memcpy(key, who, lw); /* "who\nname", built by hand: this runs for every post */
-    key[lw] = '\n';
-    memcpy(key + lw + 1, post->name, ln + 1);
+    char key[CNOTIFY_NAME_MAX + 256 + 16 + 2];
+    if (key_of(post, key, sizeof key) != 0) return CN_POST_FRESH;
     if (r->last_seq.count > CN_MAP_BOUND) cn_map_clear(&r->last_seq, NULL);
     void **slot = cn_map_upsert(&r->last_seq, key);
     if (!slot) return CN_POST_FRESH;
     uint64_t last = (uintptr_t)*slot, seq = post->seq;
+    /* Two paths: at or below the highest taken is a copy taken already. */
+    if (post->two_paths && post->origin && last && seq <= last) return CN_POST_DUPLICATE;
     /* The same number again from an origin: the same post (an origin is random per center, and
      * its numbers only go up). Without an origin a repeat is only a poster that restarted. */
     if (post->origin && last && seq == last) return CN_POST_DUPLICATE;

@@ -21,6 +21,10 @@ typedef struct cn_received_post {
     uint64_t origin;            /* the poster's origin (PROTOCOL.md "Origins"); 0 when it carried none */
     uint64_t seq;
     int has_seq;
+    /* The sender reaches this center by two paths (the fast path, and the bus), as the transport
+     * knows it (a poster proved by the kernel and the bus, with this origin): every copy of a post
+     * comes twice, and either may come first (PROTOCOL.md "Fast path", 4). */
+    int two_paths;
 } cn_received_post;
 
 /* A post the center sends: numbered by the center, whatever connection carries it. */
@@ -63,7 +67,9 @@ typedef enum cn_key_kind { CN_KEY_NAME = 0, CN_KEY_NAMESPACE = 1, CN_KEY_DISTRIB
 /* What a transport reports, on the loop thread (connected: also on the first start's thread). */
 typedef struct cn_transport_events {
     void *ctx;
-    void (*post_arrived)(void *ctx, const cn_received_post *post);
+    /* 1 when the post was taken, 0 when it was a copy of one taken already (the center's rule:
+     * center/received.c). */
+    int (*post_arrived)(void *ctx, const cn_received_post *post);
     void (*post_rejected)(void *ctx);                    /* a post that failed authentication */
     void (*distributed_arrived)(void *ctx, const cn_received_distributed *post);
     void (*distributed_dropped)(void *ctx);              /* malformed, or past the property-list bounds */

@@ -103,7 +103,8 @@ final class ChildProcess: Sendable {
     private func waitUntil(timeout: TimeInterval, _ what: String, _ done: () -> Bool) throws {
         let deadline = Date().addingTimeInterval(timeout)
         while !done() {
-            if output.withLock({ $0.eofs == 2 }) {
+            // Both pipes at their end: the last lines came with it, maybe after `done` looked.
+            if output.withLock({ $0.eofs == 2 }) && !done() {
                 throw TestFailure("\(command) closed its output before \(what); stdout: \(stdout.suffix(2000)) stderr: \(stderr.suffix(2000))")
             }
             if Date() > deadline {

@@ -50,7 +50,10 @@ extension FastPathDriving {
                       target.hasPrefix("socket:[") else { return nil }
                 return String(target.dropFirst(8).dropLast())
             })
-            let table = (try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8)) ?? ""
+            // Read to its end: String(contentsOfFile:) gives the first page (4 KiB) of a /proc
+            // file only, some 50 sockets of the host's (FastPathBoundsTests.endpointFoundInACrowd).
+            let data = (try? FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/net/unix")).readToEnd()) ?? nil
+            let table = data.map { String(decoding: $0, as: UTF8.self) } ?? ""
             for line in table.split(separator: "\n") {
                 let columns = line.split(separator: " ")
                 if columns.count >= 8, columns[3] == "00010000", inodes.contains(String(columns[6])),

@@ -3,7 +3,8 @@
  * docs/PROTOCOL.md "Origins"): per origin and name only the number just seen again is a
  * duplicate (5, 3, 3, 5, 6: four taken); a jump forward counts the posts lost, at most 2^20 a jump
  * and 2^22 a sender; a jump back is a new numbering; posts with no origin are keyed by sender and
- * never duplicates; an origin's numbering is not another's; forget clears it.
+ * never duplicates; an origin's numbering is not another's; forget clears it. A poster with two
+ * paths (the fast path's): at or below the highest taken is a duplicate, keyed by that poster.
  */
 #include <string.h>
 #include "../center.h"
@@ -53,6 +54,26 @@ int main(void) {
     cn_received_forget(&r);
     CHECK(note(&r, ":1.1", 77, "a.b", 10, &gaps) == CN_POST_FRESH && gaps == 0, "after forget, 10 is fresh");
     CHECK(note(&r, ":1.1", 77, "a.b", 10, &gaps) == CN_POST_DUPLICATE, "and 10 again a duplicate");
+    /* Two paths (a poster the fast path proved: PROTOCOL.md "Fast path", 4): the same 5, 3, 3, 5,
+     * 6 takes two, as each copy comes twice and either first. */
+    cn_received two = { 0 };
+    int taken_two = 0;
+    for (int i = 0; i < 5; i++) {
+        cn_received_post post = { .name = "a.b", .sender = ":1.9", .origin = 77, .seq = seqs[i], .has_seq = 1, .two_paths = 1 };
+        taken_two += cn_received_note(&two, &post, &gaps) == CN_POST_FRESH;
+    }
+    CHECK(taken_two == 2, "two paths: %d taken of 5, 3, 3, 5, 6", taken_two);
+    /* Keyed by the proved sender: another sender naming that origin (a stranger, by the bus alone)
+     * hides nothing of it, and is judged by its own numbers. */
+    CHECK(note(&two, ":1.66", 77, "a.b", 1000, &gaps) == CN_POST_FRESH, "a stranger's post with that origin");
+    cn_received_post next = { .name = "a.b", .sender = ":1.9", .origin = 77, .seq = 7, .has_seq = 1, .two_paths = 1 };
+    CHECK(cn_received_note(&two, &next, &gaps) == CN_POST_FRESH && gaps == 0, "the poster's 7 after a stranger's 1000");
+    CHECK(cn_received_note(&two, &next, &gaps) == CN_POST_DUPLICATE, "and its second copy");
+    /* A new origin of that poster is a new numbering. */
+    next.origin = 78;
+    next.seq = 1;
+    CHECK(cn_received_note(&two, &next, &gaps) == CN_POST_FRESH, "a new origin's 1");
+    cn_received_forget(&two);
     /* A post with no number, or no sender: fresh, never counted. */
     cn_received_post bare = { .name = "a.b", .sender = NULL, .origin = 77, .seq = 10, .has_seq = 1 };
     CHECK(cn_received_note(&r, &bare, &gaps) == CN_POST_FRESH && gaps == 0, "no sender");

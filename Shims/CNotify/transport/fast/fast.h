@@ -1,9 +1,9 @@
 /*
  * transport/fast/fast.h: the same-host fast path (docs/PROTOCOL.md "Fast path"), one section per file.
  * A post goes on the bus as always, and also straight from the poster to each process on this
- * host that announced, over the bus, an endpoint observing the post's bucket: one Unix seqpacket
- * connection per poster and observer, authenticated by the kernel (SO_PEERCRED) and checked
- * against what the bus says about the announcing connection. The receiver delivers whichever copy
+ * host that announced, over the bus, an endpoint observing the post's bucket: one connection of a
+ * channel (a Unix seqpacket socket) per poster and observer, authenticated by the kernel
+ * (SO_PEERCRED) and checked against what the bus says about the announcing connection. The receiver delivers whichever copy
  * comes first and drops the other. The bus stays the control plane: discovery, credentials, the
  * order barrier (Sync), departures (NameOwnerChanged), and every foreign client.
  *
@@ -11,19 +11,26 @@
  * the bus reaches it only through the cn_bus_fast_hooks table it is handed. Below center/, which
  * sees a cn_transport. Only files of this folder and the entry point (transports.c) include it.
  *
- * Order of the files (each calls only those before it, and the bus files): fast_wire,
- * fast_announce, fast_posters, fast_endpoint, fast_accept, fast_peers, fast_post, fast_transport.
+ * Two parts (docs/DESIGN.md "Fast path: a control plane over channels"): the channels move frames
+ * (channel.h: the contract; channels.c: their table; channel_seqpacket.c: the first), and these
+ * files are the control plane, which decides who may talk and what a frame means: announcements
+ * and Query (fast_announce), proofs of who a poster is (fast_accept), barriers (Sync) and the order
+ * of a poster's posts across both paths (fast_endpoint), and the records of posters (fast_posters)
+ * and of peers (fast_peers, fast_post). Which copy of a post is a duplicate is the center's rule
+ * alone (center/received.c): the control plane marks each post with the path it came by.
+ *
+ * Order of the files (each calls only those before it, the channel's through its table, and the
+ * bus files): channels, fast_wire, fast_files, fast_announce, fast_posters, fast_endpoint,
+ * fast_accept, fast_peers, fast_post, fast_transport.
  */
 #ifndef CNOTIFY_FAST_H
 #define CNOTIFY_FAST_H
 
-#include <sys/socket.h>
-#include <sys/un.h>
 #include "../bus/bus.h"
+#include "channel.h"
 
-/* ---- fast_wire.c: endpoint tokens, addresses and frames (PROTOCOL.md "Fast path") ---- */
+/* ---- fast_wire.c: endpoint tokens and frames (PROTOCOL.md "Fast path") ---- */
 #define CN_FAST_TOKEN_LEN 32            /* an endpoint token: 32 lowercase hex digits */
-#define CN_FAST_FRAME_MAX (24 + CNOTIFY_NAME_MAX)
 enum { CN_FAST_HELLO = 1, CN_FAST_POST = 2, CN_FAST_SYNC = 3 };
 /* A frame as read: `name` (POST) or `unique_name` (HELLO) point into the caller's buffer. */
 typedef struct cn_fast_frame {
@@ -35,8 +42,6 @@ typedef struct cn_fast_frame {
 } cn_fast_frame;
 int cn_fast_token_new(char out[CN_FAST_TOKEN_LEN + 1]);
 int cn_fast_token_valid(const char *token);
-/* The abstract socket address of a token ("\0darwin-notify/fp/<token>"); its length into *len. */
-void cn_fast_address(const char *token, struct sockaddr_un *out, socklen_t *len);
 size_t cn_fast_hello(uint64_t origin, uint64_t token, const char *unique_name, unsigned char *out, size_t cap);
 size_t cn_fast_post(const char *name, uint64_t seq, unsigned char *out, size_t cap);
 size_t cn_fast_sync(uint64_t token, unsigned char *out, size_t cap);
@@ -69,14 +74,25 @@ static inline int cn_fast_bit(const unsigned char *bitmap, unsigned bucket) { re
 #define CN_FAST_STALL_MS 50             /* a poster waits at most this for room at an observer that is behind */
 #define CN_FAST_CHECK_EVERY 8           /* direct copies between two looks at how full a peer's socket is */
 
-/* What the fast path's epoll set hands back: the first member of each record it polls. */
-enum { CN_FAST_FD_LISTEN, CN_FAST_FD_POSTER, CN_FAST_FD_PEER };
-typedef struct cn_fast_fd {
-    int fd;
-    int kind;
-} cn_fast_fd;
-
 typedef struct cn_fast cn_fast;
+
+/* ---- fast_files.c: the fast path's poll set (one epoll descriptor, one source of the loop).
+ * Each record it polls begins with a cn_fast_file: its channel's connection and its own callback,
+ * as dbus-broker's DispatchFile. ---- */
+typedef struct cn_fast_file cn_fast_file;
+typedef void (*cn_fast_ready_fn)(cn_fast *f, cn_fast_file *file, uint32_t events);
+struct cn_fast_file {
+    cn_channel *ch;                     /* NULL while not connected (or not listening) */
+    cn_fast_ready_fn ready;             /* called with the epoll events when ch->fd is ready */
+};
+/* Polls file->ch->fd for `events` (EPOLLIN, or 0 for hang-ups only): 0, or -1. */
+int cn_fast_watch(cn_fast *f, cn_fast_file *file, uint32_t events);
+void cn_fast_rewatch(cn_fast *f, cn_fast_file *file, uint32_t events);
+void cn_fast_unwatch(cn_fast *f, cn_fast_file *file);
+/* Out of the poll set, closed, ch NULL (nothing when not connected). */
+void cn_fast_file_close(cn_fast *f, cn_fast_file *file);
+/* The ready files' callbacks, at most 64 (the loop comes back for more). */
+void cn_fast_dispatch(cn_fast *f);
 
 /* ---- the observer's side: fast_announce, fast_posters, fast_endpoint, fast_accept (loop thread, but
  * the counts: endpoint.lock) ---- */
@@ -88,7 +104,7 @@ typedef struct cn_fast_endpoint {
                                          * every bucket past CN_FAST_NAMESPACES_MAX of them */
     _Atomic int announce_due;           /* the buckets changed: broadcast them at the next round */
     /* loop thread only: */
-    cn_fast_fd listen;                  /* fd -1 until the first subscription */
+    cn_fast_file listen;                /* not listening until the first subscription */
     char token[CN_FAST_TOKEN_LEN + 1];
     cn_fast_poster **posters;           /* connections from posters, and the records of posters */
     size_t nposters, capposters;
@@ -108,7 +124,7 @@ typedef struct cn_fast_endpoint {
 
 /* ---- fast_announce.c: what the observer announces, and its answers to Query (loop thread) ---- */
 void cn_announce_init(cn_fast_endpoint *e);
-void cn_announce_free(cn_fast_endpoint *e);
+void cn_announce_free(cn_fast *f);
 void cn_endpoint_subscribed(cn_fast *f, const char *key, cn_key_kind kind, int delta);
 void cn_endpoint_reset_counts(cn_fast *f);
 /* The buckets are announced (and the endpoint listens, if it does not yet) at the next round. */
@@ -127,7 +143,7 @@ void cn_announce_disconnected(cn_fast *f);
 enum { CN_P_HELLO, CN_P_PROOF, CN_P_CRED, CN_P_SYNC, CN_P_READY, CN_P_CLOSED };
 struct held_frames;
 struct cn_fast_poster {
-    cn_fast_fd io;                      /* first: the epoll tag; fd -1 once closed */
+    cn_fast_file io;                    /* first: the polled connection; ch NULL once closed */
     int state;
     int polled;                         /* in the epoll set (out of it after a hang-up while not reading) */
     int departed;                       /* its bus connection left: every barrier has passed */
@@ -141,7 +157,7 @@ struct cn_fast_poster {
     uint64_t origin, token;             /* from HELLO; token: then the barrier awaited (P_SYNC) */
     uint64_t syncs[CN_FAST_SYNCS_KEPT]; /* Sync tokens that came by the bus, oldest first, unmatched */
     unsigned nsyncs;
-    cn_map highest;                     /* name -> highest number delivered by either path */
+    cn_map read_upto;                   /* name -> the highest number read from its connection */
     struct held_frames *held;           /* read with a SYNC before them, waiting for its Sync; NULL: none */
 };
 void cn_endpoint_init(cn_fast_endpoint *e);
@@ -167,12 +183,14 @@ void cn_endpoint_read(cn_fast *f, cn_fast_poster *p, uint32_t events);
 /* It may be read again (its barrier passed): the held frames, then the socket when it is out of
  * the epoll set or departed. */
 void cn_endpoint_resume(cn_fast *f, cn_fast_poster *p);
-/* A post that came by the bus: 1 if its fast copy was delivered already (drop it). */
-int cn_endpoint_seen(cn_fast *f, const cn_received_post *post);
+/* A post that came by the bus, before it goes up: every frame its poster wrote before it is
+ * delivered first; 1 when its poster reaches us by both paths (with this origin): two_paths. */
+int cn_endpoint_before_bus(cn_fast *f, const cn_received_post *post);
 
 /* ---- fast_accept.c: accepting and proving connections, departures ---- */
 void cn_endpoint_prepare(cn_fast *f, int *timeout_ms);
-void cn_endpoint_handle(cn_fast *f, cn_fast_fd *io, uint32_t events);
+/* The listener's callback (cn_fast_file): accepts the connections waiting. */
+void cn_endpoint_accept_ready(cn_fast *f, cn_fast_file *listen, uint32_t events);
 void cn_endpoint_sync(cn_fast *f, const char *sender, uint64_t token);
 /* The bus's answer to credentials request `request` (cn_bus_fast_ask_credentials). */
 void cn_endpoint_credentials(cn_fast *f, uint64_t request, int ok, pid_t pid, uid_t uid);
@@ -184,7 +202,7 @@ typedef struct cn_fast_peer cn_fast_peer;
 enum { CN_K_KNOWN, CN_K_READY };
 
 struct cn_fast_peer {
-    cn_fast_fd io;                      /* first: the epoll tag; fd -1 while not connected */
+    cn_fast_file io;                    /* first: the polled connection; ch NULL while not connected */
     int state;
     char unique[256];
     char token[CN_FAST_TOKEN_LEN + 1];
@@ -196,8 +214,7 @@ struct cn_fast_peer {
     gid_t gid;
     uint64_t retry_at;                  /* ms; 0: connect at the next round */
     uint64_t behind_since;              /* ms: its socket had no room for a post; 0: keeping up */
-    uint64_t pressed_since;             /* ms: its socket was found over half full; 0: not */
-    int sndbuf;                         /* SO_SNDBUF of our end, bytes */
+    uint64_t pressed_since;             /* ms: its connection was found over half full; 0: not */
     unsigned unchecked;                 /* direct copies since the last look at how full it is */
 };
 
@@ -224,7 +241,6 @@ void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const
 void cn_peers_gone(cn_fast *f, const char *unique);
 void cn_peers_disconnected(cn_fast *f);
 void cn_peers_prepare(cn_fast *f, int *timeout_ms);
-void cn_peers_handle(cn_fast *f, cn_fast_fd *io);
 
 /* ---- fast_post.c: a post's direct copies, and a peer that reads slower than we post ---- */
 /* Any thread, the outbox's lock held: the post to every connected peer observing its bucket,
@@ -245,6 +261,7 @@ struct cn_fast {
     cn_transport_events up;             /* the center's */
     cn_loop *loop;
     int epoll_fd;                       /* every descriptor of the fast path: one for the loop */
+    const cn_channel_ops *chan;         /* the channel its connections are made on (cn_channels[0]) */
     _Atomic int source_added;
     _Atomic int enabled;                /* CNOTIFY_FAST_PATH_OFF, _ON or _DIRECT */
     size_t fd_cap;                      /* connections either side keeps (CN_FAST_FD_SHARE), at creation */

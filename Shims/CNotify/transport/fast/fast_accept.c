@@ -15,7 +15,6 @@
  * and so is the connection a reconnecting poster leaves for a new one. No frame a poster wrote is
  * dropped unread. Loop thread only.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,30 +37,29 @@ static void ask_credentials(cn_fast *f, cn_fast_poster *p) {
  * connection the record had (the poster connected again) is read to its end first: every Sync it
  * awaits came before this one. */
 static void adopt(cn_fast *f, cn_fast_poster *p, cn_fast_poster *r) {
-    if (r->io.fd >= 0) {
+    if (r->io.ch) {
         int departed = r->departed;
         r->departed = 1;
         cn_endpoint_resume(f, r);
         r->departed = departed;
-        if (r->io.fd >= 0) cn_poster_close_fd(f, r);
+        if (r->io.ch) cn_poster_close_fd(f, r);
     }
     free(r->held);
     r->held = NULL;
     cn_poster_sync_pass(r, p->token);
     f->endpoint.unverified--;
-    r->io.fd = p->io.fd;
+    r->io.ch = p->io.ch;
+    r->io.ready = p->io.ready;
     r->polled = p->polled;
     r->pid = p->pid;
     r->uid = p->uid;
+    if (r->origin != p->origin) cn_map_clear(&r->read_upto, NULL); /* a new numbering */
     r->origin = p->origin;
     r->token = p->token;
-    p->io.fd = -1;
+    p->io.ch = NULL;
     p->polled = 0;
     cn_poster_drop(f, p); /* unverified: listed, no record */
-    if (r->polled) {
-        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &r->io };
-        epoll_ctl(f->epoll_fd, EPOLL_CTL_MOD, r->io.fd, &ev);
-    }
+    if (r->polled) cn_fast_rewatch(f, &r->io, EPOLLIN); /* the record's now */
     cn_endpoint_resume(f, r);
 }
 
@@ -83,12 +81,13 @@ void cn_endpoint_credentials(cn_fast *f, uint64_t request, int ok, pid_t pid, ui
 /* Reads the one frame of a CN_P_HELLO connection: 1 when it was a HELLO (now CN_P_PROOF), 0 for nothing
  * yet, -1 when the connection was closed. */
 static int read_hello(cn_fast *f, cn_fast_poster *p) {
-    unsigned char buf[CN_FAST_FRAME_MAX + 1];
-    ssize_t n = recv(p->io.fd, buf, CN_FAST_FRAME_MAX, MSG_DONTWAIT | MSG_TRUNC);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+    cn_channel_frames got;
+    f->chan->read(p->io.ch, 1, &got);
+    if (got.count == 0 && !got.closed) return 0;
     cn_fast_frame fr;
-    if (n <= 0 || n > CN_FAST_FRAME_MAX || cn_fast_parse(buf, (size_t)n, &fr) != 0 || fr.type != CN_FAST_HELLO) {
-        if (n > 0) atomic_fetch_add(&f->refused, 1);
+    if (got.count == 0 || got.len[0] > CN_FAST_FRAME_MAX || cn_fast_parse(got.data[0], got.len[0], &fr) != 0
+        || fr.type != CN_FAST_HELLO) {
+        if (got.count) atomic_fetch_add(&f->refused, 1);
         cn_poster_close(f, p);
         return -1;
     }
@@ -107,13 +106,13 @@ void cn_endpoint_sync(cn_fast *f, const char *sender, uint64_t token) {
     cn_fast_poster *r = cn_poster_record(f, sender);
     if (!r) return;
     cn_poster_sync_came(r, token);
-    if (r->io.fd >= 0 && r->state == CN_P_SYNC && r->token == token) {
+    if (r->io.ch && r->state == CN_P_SYNC && r->token == token) {
         cn_poster_sync_pass(r, token);
         cn_endpoint_resume(f, r); /* the frames after the SYNC come after what the bus brought before */
     }
     for (size_t i = 0; i < e->nposters; i++) { /* a connection whose HELLO this proves */
         cn_fast_poster *p = e->posters[i];
-        if (p->state == CN_P_PROOF && p->io.fd >= 0 && p->token == token && strcmp(p->claim, sender) == 0) {
+        if (p->state == CN_P_PROOF && p->io.ch && p->token == token && strcmp(p->claim, sender) == 0) {
             ask_credentials(f, p);
             return;
         }
@@ -122,59 +121,62 @@ void cn_endpoint_sync(cn_fast *f, const char *sender, uint64_t token) {
 
 /* ---- accepting ---- */
 
-static void accept_posters(cn_fast *f) {
+/* Whether a connection of `uid` has room: under the caps of connections, of unverified ones
+ * (CN_FAST_UNVERIFIED_MAX, CN_FAST_UNVERIFIED_PER_UID of one uid), and of another uid's share. */
+static int room_for(cn_fast *f, uid_t uid) {
     cn_fast_endpoint *e = &f->endpoint;
-    size_t live = 0;
-    for (size_t k = 0; k < e->nposters; k++) live += e->posters[k]->io.fd >= 0;
-    uid_t own = geteuid();
+    size_t live = 0, of_uid = 0, unverified_of_uid = 0;
+    for (size_t k = 0; k < e->nposters; k++) {
+        cn_fast_poster *q = e->posters[k];
+        if (!q->io.ch) continue;
+        live++;
+        if (q->uid != uid) continue;
+        of_uid++;
+        unverified_of_uid += cn_poster_unverified(q);
+    }
     size_t other_share = f->fd_cap / CN_FAST_OTHER_UID_SHARE ? f->fd_cap / CN_FAST_OTHER_UID_SHARE : 1;
+    return live < f->fd_cap && e->unverified < CN_FAST_UNVERIFIED_MAX && e->nposters < 4 * CN_FAST_POSTERS_MAX
+           && unverified_of_uid < CN_FAST_UNVERIFIED_PER_UID && (uid == geteuid() || uid == 0 || of_uid < other_share);
+}
+
+static void poster_ready(cn_fast *f, cn_fast_file *io, uint32_t events);
+
+/* A connection accepted: listed and polled, its HELLO awaited; 0, or -1 (not kept). */
+static int take_connection(cn_fast *f, cn_channel *ch, const cn_channel_peer *peer) {
+    cn_fast_endpoint *e = &f->endpoint;
+    cn_fast_poster *p = calloc(1, sizeof *p);
+    if (!p) return -1;
+    p->io = (cn_fast_file){ ch, poster_ready };
+    p->state = CN_P_HELLO;
+    p->pid = peer->pid;
+    p->uid = peer->uid;
+    p->gid = peer->gid;
+    p->accepted_at = cn_now_ms();
+    if (cn_fast_watch(f, &p->io, EPOLLIN) != 0) {
+        free(p);
+        return -1;
+    }
+    if (cn_poster_list(e, p) != 0) {
+        cn_fast_unwatch(f, &p->io);
+        free(p);
+        return -1;
+    }
+    p->polled = 1;
+    e->unverified++;
+    if (!e->next_deadline || p->accepted_at + CN_FAST_PROOF_MS < e->next_deadline)
+        e->next_deadline = p->accepted_at + CN_FAST_PROOF_MS;
+    return 0;
+}
+
+void cn_endpoint_accept_ready(cn_fast *f, cn_fast_file *listen, uint32_t events) {
+    (void)events;
     for (int i = 0; i < 64; i++) {
-        int fd = accept4(e->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return;
-        struct ucred cred;
-        socklen_t len = sizeof cred;
-        cn_fast_poster *p = NULL;
-        int room = live < f->fd_cap && e->unverified < CN_FAST_UNVERIFIED_MAX && e->nposters < 4 * CN_FAST_POSTERS_MAX
-                   && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0;
-        if (room) { /* that uid's share: unverified ones, and all it holds unless it is ours or root's */
-            size_t of_uid = 0, unverified_of_uid = 0;
-            for (size_t k = 0; k < e->nposters; k++) {
-                cn_fast_poster *q = e->posters[k];
-                if (q->io.fd < 0 || q->uid != cred.uid) continue;
-                of_uid++;
-                unverified_of_uid += cn_poster_unverified(q);
-            }
-            room = unverified_of_uid < CN_FAST_UNVERIFIED_PER_UID
-                   && (cred.uid == own || cred.uid == 0 || of_uid < other_share);
-        }
-        if (room && (p = calloc(1, sizeof *p))) {
-            p->io.fd = fd;
-            p->io.kind = CN_FAST_FD_POSTER;
-            p->state = CN_P_HELLO;
-            p->pid = cred.pid;
-            p->uid = cred.uid;
-            p->gid = cred.gid;
-            p->accepted_at = cn_now_ms();
-            struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &p->io };
-            if (epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0) {
-                if (cn_poster_list(e, p) != 0) {
-                    epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
-                    free(p);
-                    atomic_fetch_add(&f->unverified_closed, 1);
-                    close(fd);
-                    continue;
-                }
-                p->polled = 1;
-                e->unverified++;
-                live++;
-                if (!e->next_deadline || p->accepted_at + CN_FAST_PROOF_MS < e->next_deadline)
-                    e->next_deadline = p->accepted_at + CN_FAST_PROOF_MS;
-                continue;
-            }
-            free(p);
-        }
+        cn_channel_peer peer;
+        cn_channel *ch = f->chan->accept(listen->ch, &peer);
+        if (!ch) return;
+        if (room_for(f, peer.uid) && take_connection(f, ch, &peer) == 0) continue;
         atomic_fetch_add(&f->unverified_closed, 1);
-        close(fd); /* past a cap: that poster's posts come by the bus */
+        f->chan->close(ch); /* past a cap: that poster's posts come by the bus */
     }
 }
 
@@ -203,11 +205,8 @@ void cn_endpoint_prepare(cn_fast *f, int *timeout_ms) {
     if (e->next_deadline) cn_loop_timeout_until(timeout_ms, e->next_deadline, now);
 }
 
-void cn_endpoint_handle(cn_fast *f, cn_fast_fd *io, uint32_t events) {
-    if (io->kind == CN_FAST_FD_LISTEN) {
-        accept_posters(f);
-        return;
-    }
+/* A poster's connection is ready: its HELLO, or its frames once proved. */
+static void poster_ready(cn_fast *f, cn_fast_file *io, uint32_t events) {
     cn_fast_poster *p = (cn_fast_poster *)io;
     if (p->state != CN_P_HELLO) {
         cn_endpoint_read(f, p, events);
@@ -229,15 +228,15 @@ void cn_endpoint_sender_gone(cn_fast *f, const char *unique) {
     for (size_t i = 0; r->nsyncs && i < e->nposters;) {
         cn_fast_poster *p = e->posters[i];
         size_t before = e->nposters;
-        if (p->state == CN_P_HELLO && p->io.fd >= 0) read_hello(f, p);
-        if (e->nposters != before || p->io.fd < 0) continue; /* closed: the list changed at i */
+        if (p->state == CN_P_HELLO && p->io.ch) read_hello(f, p);
+        if (e->nposters != before || !p->io.ch) continue; /* closed: the list changed at i */
         if ((p->state == CN_P_PROOF || p->state == CN_P_CRED) && strcmp(p->claim, unique) == 0 && cn_poster_sync_known(r, p->token)) {
             adopt(f, p, r); /* removes p from the list */
             continue;
         }
         i++;
     }
-    if (r->io.fd >= 0) cn_endpoint_resume(f, r); /* CN_P_READY or CN_P_SYNC: a record's connection is verified */
+    if (r->io.ch) cn_endpoint_resume(f, r); /* CN_P_READY or CN_P_SYNC: a record's connection is verified */
     cn_poster_drop(f, r);
 }
 
@@ -246,7 +245,7 @@ void cn_endpoint_disconnected(cn_fast *f) {
      * What a verified connection wrote that may be read is read first. */
     cn_fast_endpoint *e = &f->endpoint;
     for (size_t i = 0; i < e->nposters; i++)
-        if (e->posters[i]->state == CN_P_READY && e->posters[i]->io.fd >= 0) cn_endpoint_read(f, e->posters[i], 0);
+        if (e->posters[i]->state == CN_P_READY && e->posters[i]->io.ch) cn_endpoint_read(f, e->posters[i], 0);
     while (e->nposters) cn_poster_drop(f, e->posters[e->nposters - 1]);
     cn_map_clear(&e->by_sender, NULL);
     e->unverified = 0;

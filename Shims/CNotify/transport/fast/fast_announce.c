@@ -1,8 +1,8 @@
 /*
  * fast_announce.c: what an observer tells posters on the bus (docs/PROTOCOL.md "Fast path",
  * "Signals"): the buckets and namespaces it observes (Endpoint, broadcast when they change), and
- * its answers to Query. Once the center observes something it listens on its endpoint, an
- * abstract Unix seqpacket socket named by a random token.
+ * its answers to Query. Once the center observes something it listens on its endpoint, the
+ * channel's listener at the address a random token names.
  *
  * An answer costs the bus a message queued for the asker, read or not: each asker is answered at
  * most once per CN_FAST_ANSWER_MS (queries meanwhile get that one answer, late), and past
@@ -17,21 +17,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <unistd.h>
 #include "fast.h"
 
 void cn_announce_init(cn_fast_endpoint *e) {
     cn_mutex_init(&e->lock, CN_LOCK_ENDPOINT);
-    e->listen.fd = -1;
-    e->listen.kind = CN_FAST_FD_LISTEN;
 }
 
-void cn_announce_free(cn_fast_endpoint *e) {
+void cn_announce_free(cn_fast *f) {
+    cn_fast_endpoint *e = &f->endpoint;
     for (size_t i = 0; i < e->nqueries; i++) free(e->queries[i]);
     free(e->queries);
     cn_map_clear(&e->askers, NULL);
     cn_map_clear(&e->namespaces, NULL);
-    if (e->listen.fd >= 0) close(e->listen.fd);
+    cn_fast_file_close(f, &e->listen);
     cn_mutex_destroy(&e->lock);
 }
 
@@ -102,19 +100,12 @@ static int announcement_locked(cn_fast_endpoint *e, announcement *out) {
 
 static int start_listening(cn_fast *f) {
     cn_fast_endpoint *e = &f->endpoint;
-    if (cn_fast_token_new(e->token) != 0) return -1;
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_un sa;
-    socklen_t len;
-    cn_fast_address(e->token, &sa, &len);
-    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &e->listen };
-    if (bind(fd, (struct sockaddr *)&sa, len) != 0 || listen(fd, 128) != 0
-        || epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        close(fd);
+    if (cn_fast_token_new(e->token) != 0 || !(e->listen.ch = f->chan->listen(e->token))) return -1;
+    if (cn_fast_watch(f, &e->listen, EPOLLIN) != 0) {
+        f->chan->close(e->listen.ch);
+        e->listen.ch = NULL;
         return -1;
     }
-    e->listen.fd = fd;
     return 0;
 }
 
@@ -132,14 +123,14 @@ static int answer_allowed(cn_fast_endpoint *e, uint64_t now) {
 void cn_announce_prepare(cn_fast *f, int *timeout_ms) {
     cn_fast_endpoint *e = &f->endpoint;
     /* Off and not listening: the buckets wait (switching it on announces them). */
-    if (e->listen.fd < 0 && !atomic_load(&f->enabled)) return;
+    if (!e->listen.ch && !atomic_load(&f->enabled)) return;
     int due = atomic_exchange(&e->announce_due, 0);
     if (!due && !e->nqueries && !e->broadcast_answer) return; /* most rounds: nothing changed, nobody asked */
     announcement a;
     cn_mutex_lock(&e->lock);
     int any = announcement_locked(e, &a);
     cn_mutex_unlock(&e->lock);
-    if (e->listen.fd < 0) {
+    if (!e->listen.ch) {
         if (!any) return;
         if (start_listening(f) != 0) { /* no fast path for this center yet: the bus has it all */
             atomic_store(&e->announce_due, 1); /* tried again at the next round */
@@ -194,7 +185,7 @@ void cn_endpoint_query(cn_fast *f, const char *sender) {
     cn_fast_endpoint *e = &f->endpoint;
     /* No endpoint (this center observes nothing): nothing to answer; its first announcement, when
      * it listens, is a broadcast, which answers everyone. */
-    if (e->listen.fd < 0) return;
+    if (!e->listen.ch) return;
     if (e->askers.count >= CN_FAST_ASKERS_KEPT) { /* bounded: forgotten, and answered all at once */
         for (size_t i = 0; i < e->nqueries; i++) free(e->queries[i]);
         e->nqueries = 0;

@@ -1,10 +1,11 @@
 /*
  * fast_endpoint.c: reading a poster's proved connection (docs/PROTOCOL.md "Fast path",
- * "Accepting", 2-5): frames 32 at a time, a SYNC whose Sync has not come holding back the frames
- * after it, each POST delivered once (per poster, name and origin the highest number delivered by
- * either path is kept, and whichever copy comes second is dropped: cn_endpoint_seen for the
- * bus's). A connection whose poster left the bus (departed) passes every barrier: all it wrote is
- * read. Restricted names are checked against the kernel's uid. Loop thread only.
+ * "Accepting", 2-5): frames a batch at a time, a SYNC whose Sync has not come holding back the
+ * frames after it, and before a bus copy of a poster's post every frame it wrote before it, so
+ * that its posts keep their order across the two paths. Each copy goes up marked as one of a
+ * poster with two paths: which is a duplicate is the center's rule (center/received.c). A
+ * connection whose poster left the bus (departed) passes every barrier: all it wrote is read.
+ * Restricted names are checked against the kernel's uid. Loop thread only.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,13 +13,11 @@
 #include <sys/epoll.h>
 #include "fast.h"
 
-/* Frames are read CN_FAST_BATCH at a time (one recvmmsg). A SYNC among them whose Sync has not
+/* Frames are read a batch at a time (the channel's read). A SYNC among them whose Sync has not
  * come by the bus yet stops delivery: the frames after it are held here until it comes. */
-enum { CN_FAST_BATCH = 32 };
 typedef struct held_frames {
-    unsigned count, next;
-    uint16_t len[CN_FAST_BATCH];
-    unsigned char data[CN_FAST_BATCH][CN_FAST_FRAME_MAX];
+    unsigned next;
+    cn_channel_frames frames;
 } held_frames;
 static int deliver_held(cn_fast *f, cn_fast_poster *p);
 
@@ -27,24 +26,15 @@ static int deliver_held(cn_fast *f, cn_fast_poster *p);
 void cn_endpoint_resume(cn_fast *f, cn_fast_poster *p) {
     p->state = CN_P_READY;
     cn_poster_set_reading(f, p, 1);
-    if (!deliver_held(f, p) || p->io.fd < 0) return;
+    if (!deliver_held(f, p) || !p->io.ch) return;
     if (!p->polled || p->departed) cn_endpoint_read(f, p, 0);
 }
 
-/* 1 if a copy of `name` numbered `seq` or later came from this poster already; changes nothing. */
-static int delivered_already(cn_fast_poster *p, const char *name, uint64_t seq) {
-    void *highest = cn_map_get(&p->highest, name);
-    return highest && (uint64_t)(uintptr_t)highest >= seq;
-}
-
-/* The highest number delivered of `name` from this poster: 1 if `seq` is not past it. */
-static int seen_before(cn_fast_poster *p, const char *name, uint64_t seq) {
-    if (p->highest.count > CN_MAP_BOUND) cn_map_clear(&p->highest, NULL); /* bounded */
-    void **slot = cn_map_upsert(&p->highest, name);
-    if (!slot) return 0;
-    if ((uint64_t)(uintptr_t)*slot >= seq) return 1;
-    *slot = (void *)(uintptr_t)seq;
-    return 0;
+/* How far the connection was read, per name: the highest number read (bounded). */
+static void note_read(cn_fast_poster *p, const char *name, uint64_t seq) {
+    if (p->read_upto.count > CN_MAP_BOUND) cn_map_clear(&p->read_upto, NULL);
+    void **slot = cn_map_upsert(&p->read_upto, name);
+    if (slot && (uint64_t)(uintptr_t)*slot < seq) *slot = (void *)(uintptr_t)seq;
 }
 
 static void post_frame(cn_fast *f, cn_fast_poster *p, const cn_fast_frame *fr) {
@@ -54,16 +44,14 @@ static void post_frame(cn_fast *f, cn_fast_poster *p, const cn_fast_frame *fr) {
         f->up.post_rejected(f->up.ctx); /* the kernel's uid (or group) may not post it: a forgery */
         return;
     }
-    if (seen_before(p, fr->name, fr->seq)) {
-        atomic_fetch_add(&f->duplicates, 1);
-        return;
-    }
-    atomic_fetch_add(&f->fast_delivered, 1);
-    cn_received_post up = { fr->name, p->unique, p->origin, fr->seq, 1 };
-    f->up.post_arrived(f->up.ctx, &up);
+    note_read(p, fr->name, fr->seq);
+    /* Whether its bus copy came first is the center's rule (center/received.c): two paths. */
+    cn_received_post up = { fr->name, p->unique, p->origin, fr->seq, 1, 1 };
+    if (f->up.post_arrived(f->up.ctx, &up)) atomic_fetch_add(&f->fast_delivered, 1);
+    else atomic_fetch_add(&f->duplicates, 1);
 }
 
-/* One frame of a connection past its HELLO: 1 to go on, 0 when it closed (fd -1) or waits for the
+/* One frame of a connection past its HELLO: 1 to go on, 0 when it closed (io.ch NULL) or waits for the
  * Sync of a SYNC it just read (CN_P_SYNC). */
 static int take_frame(cn_fast *f, cn_fast_poster *p, unsigned char *buf, size_t n) {
     cn_fast_frame fr;
@@ -90,23 +78,26 @@ static int take_frame(cn_fast *f, cn_fast_poster *p, unsigned char *buf, size_t 
 
 /* The frames a SYNC held back, once its Sync came: 1 when none is left. */
 static int deliver_held(cn_fast *f, cn_fast_poster *p) {
-    while (p->held && p->held->next < p->held->count) {
+    while (p->held && p->held->next < p->held->frames.count) {
         unsigned k = p->held->next++;
-        if (!take_frame(f, p, p->held->data[k], p->held->len[k])) return 0; /* closed (held freed), or another SYNC */
+        if (!take_frame(f, p, p->held->frames.data[k], p->held->frames.len[k])) return 0; /* closed (held freed), or another SYNC */
     }
     free(p->held);
     p->held = NULL;
     return 1;
 }
 
-static void hold(cn_fast_poster *p, unsigned char (*bufs)[CN_FAST_FRAME_MAX + 1], const struct mmsghdr *msgs,
-                 unsigned from, unsigned to) {
-    if (from >= to) return;
-    held_frames *h = calloc(1, sizeof *h);
+/* The frames of `got` from `from` on, held until the Sync of the SYNC before them comes. */
+static void hold(cn_fast_poster *p, const cn_channel_frames *got, unsigned from) {
+    if (from >= got->count) return;
+    held_frames *h = malloc(sizeof *h);
     if (!h) return; /* out of memory: like frames lost with a connection; their bus copies follow */
-    for (unsigned i = from; i < to; i++) {
-        h->len[h->count] = (uint16_t)msgs[i].msg_len; /* each checked <= CN_FAST_FRAME_MAX by its reader */
-        memcpy(h->data[h->count++], bufs[i], msgs[i].msg_len);
+    h->next = 0;
+    h->frames.count = 0;
+    h->frames.closed = 0;
+    for (unsigned i = from; i < got->count; i++) {
+        h->frames.len[h->frames.count] = got->len[i]; /* each at most CN_FAST_FRAME_MAX: take_frame checked it */
+        memcpy(h->frames.data[h->frames.count++], got->data[i], got->len[i]);
     }
     p->held = h;
 }
@@ -115,7 +106,7 @@ static void hold(cn_fast_poster *p, unsigned char (*bufs)[CN_FAST_FRAME_MAX + 1]
  * at every round), its frames kept in the socket for when it may be read. */
 void cn_poster_unpoll(cn_fast *f, cn_fast_poster *p) {
     if (!p->polled) return;
-    epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, p->io.fd, NULL);
+    cn_fast_unwatch(f, &p->io);
     p->polled = 0;
 }
 
@@ -125,53 +116,41 @@ void cn_endpoint_read(cn_fast *f, cn_fast_poster *p, uint32_t events) {
         return;
     }
     if (!deliver_held(f, p)) return;
-    unsigned char bufs[CN_FAST_BATCH][CN_FAST_FRAME_MAX + 1];
-    struct iovec iov[CN_FAST_BATCH];
-    struct mmsghdr msgs[CN_FAST_BATCH];
+    cn_channel_frames got;
     /* From the loop, 8 batches, then the other sources' turn; draining before a bus post (events
      * 0), all there are. */
     for (int round = 0; round < 8 || events == 0; round++) {
-        for (unsigned i = 0; i < CN_FAST_BATCH; i++) {
-            iov[i] = (struct iovec){ bufs[i], CN_FAST_FRAME_MAX };
-            msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
-        }
-        int got = recvmmsg(p->io.fd, msgs, CN_FAST_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
-        if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
-            if (events & (EPOLLHUP | EPOLLERR)) cn_poster_close(f, p);
-            return;
-        }
-        if (got <= 0) {
-            cn_poster_close(f, p);
-            return;
-        }
-        for (int i = 0; i < got; i++) {
-            if (msgs[i].msg_len == 0) { /* the poster hung up */
-                cn_poster_close(f, p);
-                return;
-            }
-            if (!take_frame(f, p, bufs[i], msgs[i].msg_len)) {
-                if (p->io.fd >= 0) hold(p, bufs, msgs, (unsigned)i + 1, (unsigned)got); /* waiting for a Sync */
+        f->chan->read(p->io.ch, CN_CHANNEL_BATCH, &got);
+        for (unsigned i = 0; i < got.count; i++) {
+            if (!take_frame(f, p, got.data[i], got.len[i])) {
+                if (p->io.ch) hold(p, &got, i + 1); /* waiting for a Sync (a hang-up after is read again) */
                 return;
             }
             if (p->departed) atomic_fetch_add(&f->drained, 1);
         }
-        if (got < CN_FAST_BATCH) return; /* the socket is empty (a drain has all there was) */
+        if (got.closed) { /* the poster hung up, after these */
+            cn_poster_close(f, p);
+            return;
+        }
+        if (got.count < CN_CHANNEL_BATCH) { /* nothing more now (a drain has all there was) */
+            if (got.count == 0 && (events & (EPOLLHUP | EPOLLERR))) cn_poster_close(f, p);
+            return;
+        }
     }
 }
 
-int cn_endpoint_seen(cn_fast *f, const cn_received_post *post) {
-    if (!post->has_seq || !post->sender) return 0;
+int cn_endpoint_before_bus(cn_fast *f, const cn_received_post *post) {
+    if (!post->has_seq || !post->sender || !post->origin) return 0;
     cn_fast_poster *p = cn_map_get(&f->endpoint.by_sender, post->sender);
-    if (!p) return 0;
-    /* The usual case by far: its direct copy came first. Dropped with no system call. */
-    if (p->origin && post->origin == p->origin && delivered_already(p, post->name, post->seq)) return 1;
+    if (!p) return 0; /* no connection from it, ever: the bus alone */
+    void *read = p->origin == post->origin ? cn_map_get(&p->read_upto, post->name) : NULL;
+    if (read && (uint64_t)(uintptr_t)read >= post->seq) return 1; /* the usual case: its direct copy was read, and all before */
     /* A poster writes a post's direct copy before its bus copy: every frame it sent before this
      * bus post is in the socket by now. Delivered first, they keep the poster's order even when
      * a connection ended with frames unread (a poster that gave up on a full socket). */
-    if (p->state == CN_P_READY && p->io.fd >= 0) cn_endpoint_read(f, p, 0);
+    if (p->state == CN_P_READY && p->io.ch) cn_endpoint_read(f, p, 0);
     p = cn_map_get(&f->endpoint.by_sender, post->sender); /* a malformed frame may have ended it */
     if (!p) return 0;
     if (!p->origin) p->origin = post->origin; /* a record its Sync made: the bus copies name it */
-    if (post->origin != p->origin) return 0;
-    return seen_before(p, post->name, post->seq);
+    return post->origin == p->origin;
 }

@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
-#include <unistd.h>
 #include "fast.h"
 
 void cn_peers_init(cn_fast_peers *p) {
@@ -39,11 +38,7 @@ void cn_peer_disconnect_locked(cn_fast *f, cn_fast_peer *peer, uint64_t retry_at
     if (peer->behind_since) atomic_fetch_sub(&f->peers.behind, 1);
     if (peer->pressed_since) atomic_fetch_sub(&f->peers.pressed, 1);
     peer->behind_since = peer->pressed_since = 0;
-    if (peer->io.fd >= 0) {
-        epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, peer->io.fd, NULL);
-        close(peer->io.fd);
-        peer->io.fd = -1;
-    }
+    cn_fast_file_close(f, &peer->io);
     peer->state = CN_K_KNOWN;
     peer->retry_at = retry_at;
     if (peer->observes) connect_due_locked(f, retry_at);
@@ -99,6 +94,8 @@ static int copy_namespaces(const char *const *namespaces, size_t n, char ***out)
     return copy ? 0 : -1;
 }
 
+static void peer_ready(cn_fast *f, cn_fast_file *io, uint32_t events);
+
 void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const unsigned char *bitmap,
                         const char *const *namespaces, size_t n) {
     cn_fast_peers *p = &f->peers;
@@ -129,8 +126,7 @@ void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const
             if (list) { p->peers = list; p->cap = cap; }
         }
         if (p->npeers < p->cap && (peer = calloc(1, sizeof *peer))) {
-            peer->io.fd = -1;
-            peer->io.kind = CN_FAST_FD_PEER;
+            peer->io.ready = peer_ready;
             snprintf(peer->unique, sizeof peer->unique, "%s", sender);
             p->peers[p->npeers++] = peer;
         }
@@ -184,52 +180,44 @@ void cn_peers_disconnected(cn_fast *f) {
 static size_t connections_locked(cn_fast_peers *p) {
     assert(cn_mutex_is_held(&p->lock));
     size_t n = 0;
-    for (size_t i = 0; i < p->npeers; i++) n += p->peers[i]->io.fd >= 0 || p->peers[i]->retry_at == UINT64_MAX;
+    for (size_t i = 0; i < p->npeers; i++) n += p->peers[i]->io.ch || p->peers[i]->retry_at == UINT64_MAX;
     return n;
 }
 
-void cn_peers_handle(cn_fast *f, cn_fast_fd *io) {
-    /* An endpoint never writes: readable is its hang-up. */
+/* A peer's connection is ready: an endpoint never writes, so that is its hang-up. */
+static void peer_ready(cn_fast *f, cn_fast_file *io, uint32_t events) {
+    (void)events;
     cn_mutex_lock(&f->peers.lock);
     cn_peer_disconnect_locked(f, (cn_fast_peer *)io, cn_now_ms() + CN_FAST_RETRY_MS);
     cn_mutex_unlock(&f->peers.lock);
 }
 
 /* Connects to the endpoint `token` of `unique`, checks who listens there and says HELLO; returns
- * the connected descriptor, the listener's uid and the HELLO's sync token, or -1. No lock held. */
-static int connect_peer(cn_fast *f, const char *unique, const char *token, uint64_t origin, uid_t *uid,
-                        gid_t *gid, uint64_t *token_out) {
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_un sa;
-    socklen_t len;
-    cn_fast_address(token, &sa, &len);
-    struct ucred cred;
-    socklen_t clen = sizeof cred;
+ * the connection, the listener's uid and gid and the HELLO's sync token, or NULL. No lock held. */
+static cn_channel *connect_peer(cn_fast *f, const char *unique, const char *token, uint64_t origin, cn_channel_peer *who,
+                                uint64_t *token_out) {
+    cn_channel *ch = f->chan->connect(token, who);
+    if (!ch) return NULL;
     pid_t bus_pid;
     uid_t bus_uid;
     char own[256];
     uint64_t sync_token = 0;
     unsigned char frame[CN_FAST_FRAME_MAX];
     size_t n;
-    if (connect(fd, (struct sockaddr *)&sa, len) != 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0)
-        goto fail;
-    if (!cn_bus_fast_credentials(f->bus_impl, unique, &bus_pid, &bus_uid) || bus_pid != cred.pid || bus_uid != cred.uid) {
-        atomic_fetch_add(&f->refused, 1); /* the socket is another process's: never posted to */
+    if (!cn_bus_fast_credentials(f->bus_impl, unique, &bus_pid, &bus_uid) || bus_pid != who->pid || bus_uid != who->uid) {
+        atomic_fetch_add(&f->refused, 1); /* the listener is another process: never posted to */
         goto fail;
     }
     while (sync_token == 0)
         if (getrandom(&sync_token, sizeof sync_token, 0) != (ssize_t)sizeof sync_token) goto fail;
     if (!cn_bus_fast_unique_name(f->bus_impl, own) || !(n = cn_fast_hello(origin, sync_token, own, frame, sizeof frame))
-        || send(fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)n)
+        || f->chan->send(ch, frame, n) != 1)
         goto fail;
-    *uid = cred.uid;
-    *gid = cred.gid;
     *token_out = sync_token;
-    return fd;
+    return ch;
 fail:
-    close(fd);
-    return -1;
+    f->chan->close(ch);
+    return NULL;
 }
 
 /* The next peer due for a connection, its names copied out and marked "being connected"; 0 when
@@ -258,30 +246,30 @@ static int pick_due_locked(cn_fast *f, uint64_t now, char unique[256], char toke
     return found;
 }
 
-/* A connection made (fd, or -1) to the peer `unique` announced with `token`: ready once it is
+/* A connection made (or NULL) to the peer `unique` announced with `token`: ready once it is
  * polled and its barrier is on the bus, else closed and retried later. peers.lock held. */
-static void adopt_locked(cn_fast *f, const char *unique, const char *token, int fd, uid_t uid, gid_t gid,
+static void adopt_locked(cn_fast *f, const char *unique, const char *token, cn_channel *ch, const cn_channel_peer *who,
                          uint64_t sync_token, uint64_t now) {
     cn_fast_peer *peer = find_locked(&f->peers, unique, NULL);
-    struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
-    if (peer) ev.data.ptr = &peer->io;
-    /* The barrier, sent with the lock held: a post takes the lock around its direct copies
-     * and its bus copy (cn_peers_post), so every post that went by the bus alone is on the
-     * bus before the Sync, and every post after it has its direct copy too. */
-    if (peer && fd >= 0 && strcmp(peer->token, token) == 0 && epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0
-        && cn_bus_fast_sync(f->bus_impl, unique, sync_token) == NOTIFY_STATUS_OK) {
-        socklen_t len = sizeof peer->sndbuf;
-        if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &peer->sndbuf, &len) != 0) peer->sndbuf = 0; /* never pressed */
-        peer->unchecked = 0;
-        peer->io.fd = fd;
-        peer->uid = uid;
-        peer->gid = gid;
-        peer->state = CN_K_READY;
-        peer->retry_at = 0;
-        return;
+    if (peer && ch && !peer->io.ch && strcmp(peer->token, token) == 0) {
+        peer->io.ch = ch;
+        /* The barrier, sent with the lock held: a post takes the lock around its direct copies
+         * and its bus copy (cn_peers_post), so every post that went by the bus alone is on the
+         * bus before the Sync, and every post after it has its direct copy too. */
+        if (cn_fast_watch(f, &peer->io, EPOLLIN | EPOLLRDHUP) == 0) {
+            if (cn_bus_fast_sync(f->bus_impl, unique, sync_token) == NOTIFY_STATUS_OK) {
+                peer->unchecked = 0;
+                peer->uid = who->uid;
+                peer->gid = who->gid;
+                peer->state = CN_K_READY;
+                peer->retry_at = 0;
+                return;
+            }
+            cn_fast_unwatch(f, &peer->io);
+        }
+        peer->io.ch = NULL;
     }
-    if (peer && fd >= 0) epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
-    if (fd >= 0) close(fd);
+    if (ch) f->chan->close(ch);
     if (peer && peer->retry_at == UINT64_MAX) {
         peer->retry_at = now + CN_FAST_RETRY_MS;
         if (peer->observes) connect_due_locked(f, peer->retry_at);
@@ -306,12 +294,11 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
         int found = pick_due_locked(f, now, unique, token, timeout_ms);
         cn_mutex_unlock(&p->lock);
         if (!found) return;
-        uid_t uid = 0;
-        gid_t gid = 0;
+        cn_channel_peer who = { 0 };
         uint64_t sync_token = 0;
-        int fd = connect_peer(f, unique, token, origin, &uid, &gid, &sync_token);
+        cn_channel *ch = connect_peer(f, unique, token, origin, &who, &sync_token);
         cn_mutex_lock(&p->lock);
-        adopt_locked(f, unique, token, fd, uid, gid, sync_token, now);
+        adopt_locked(f, unique, token, ch, &who, sync_token, now);
         cn_mutex_unlock(&p->lock);
     }
 }

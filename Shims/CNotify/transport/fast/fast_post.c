@@ -7,11 +7,7 @@
  * had no room gets a new barrier (a SYNC frame and its Sync) before its next direct copy, or loses
  * its connection (and has the bus copies) until it is connected again after CN_FAST_RETRY_MS.
  */
-#include <errno.h>
-#include <poll.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <linux/sockios.h>
 #include <sys/random.h>
 #include "fast.h"
 
@@ -39,13 +35,13 @@ static int resync_locked(cn_fast *f, cn_fast_peer *peer) {
     while (token == 0)
         if (getrandom(&token, sizeof token, GRND_NONBLOCK) != (ssize_t)sizeof token) token = cn_now_ms() ^ (uintptr_t)peer;
     size_t n = cn_fast_sync(token, frame, sizeof frame);
-    if (send(peer->io.fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n
-        && cn_bus_fast_sync(f->bus_impl, peer->unique, token) == NOTIFY_STATUS_OK) {
+    int sent = f->chan->send(peer->io.ch, frame, n);
+    if (sent == 1 && cn_bus_fast_sync(f->bus_impl, peer->unique, token) == NOTIFY_STATUS_OK) {
         atomic_fetch_sub(&f->peers.behind, 1);
         peer->behind_since = 0;
         return 1;
     }
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+    if (sent != 0) { /* gone, or its barrier's Sync not sent: a new connection brings a new one */
         atomic_fetch_add(&f->fallbacks, 1);
         cn_peer_disconnect_locked(f, peer, cn_now_ms() + CN_FAST_RETRY_MS);
     } else if (cn_now_ms() - peer->behind_since >= CN_FAST_STALL_MS) {
@@ -55,18 +51,17 @@ static int resync_locked(cn_fast *f, cn_fast_peer *peer) {
     return 0;
 }
 
-/* How full a peer's socket is, every CN_FAST_CHECK_EVERY direct copies (an ioctl: 0.3 µs). Over
- * half full, the observer reads slower than we post: the next post waits for room, with no lock
+/* How full a peer's connection is, every CN_FAST_CHECK_EVERY direct copies (the seqpacket channel:
+ * an ioctl, 0.3 µs). Over half full, the observer reads slower than we post: the next post waits for room, with no lock
  * held (cn_peers_await_room), before a copy finds none. A copy that found none would take the bus
  * alone, and every later one wait behind a new barrier (resync_locked), which comes by the bus,
  * behind all it carries: in a flood the fast path would be lost for good. The kernel queues some
  * 270 small frames a connection (SO_SNDBUF, about 0.8 KB each as it counts them). */
 static void look_at_room_locked(cn_fast *f, cn_fast_peer *peer) {
     assert(cn_mutex_is_held(&f->peers.lock));
-    if (++peer->unchecked < CN_FAST_CHECK_EVERY || peer->pressed_since || peer->sndbuf <= 0) return;
+    if (++peer->unchecked < CN_FAST_CHECK_EVERY || peer->pressed_since) return;
     peer->unchecked = 0;
-    int queued = 0;
-    if (ioctl(peer->io.fd, SIOCOUTQ, &queued) == 0 && queued > peer->sndbuf / 2) {
+    if (f->chan->pressed(peer->io.ch)) {
         peer->pressed_since = cn_now_ms();
         atomic_fetch_add(&f->peers.pressed, 1);
     }
@@ -76,36 +71,31 @@ void cn_peers_await_room(cn_fast *f) {
     cn_fast_peers *p = &f->peers;
     if (atomic_load_explicit(&p->behind, memory_order_relaxed) == 0 && atomic_load_explicit(&p->pressed, memory_order_relaxed) == 0)
         return; /* the usual case: two loads */
-    struct pollfd fds[64];
-    nfds_t n = 0;
+    enum { WAITED_MAX = 64 };
+    cn_channel_waiter waited[WAITED_MAX];
+    size_t n = 0;
     uint64_t deadline = UINT64_MAX;
     cn_mutex_lock(&p->lock);
-    for (size_t i = 0; i < p->npeers && n < 64; i++) {
+    for (size_t i = 0; i < p->npeers && n < WAITED_MAX; i++) {
         cn_fast_peer *peer = p->peers[i];
         uint64_t since = peer->behind_since ? peer->behind_since : peer->pressed_since;
         if (peer->state != CN_K_READY || !since) continue;
-        fds[n++] = (struct pollfd){ .fd = peer->io.fd, .events = POLLOUT };
+        f->chan->waiter(peer->io.ch, &waited[n++]); /* what to wait on, valid with no lock held */
         if (since + CN_FAST_STALL_MS < deadline) deadline = since + CN_FAST_STALL_MS;
     }
     cn_mutex_unlock(&p->lock);
-    /* No lock held: a descriptor closed meanwhile only ends the wait early. POLLOUT: a quarter full
-     * or less. */
-    for (uint64_t now = cn_now_ms(); n && now < deadline; now = cn_now_ms()) {
-        if (poll(fds, n, (int)(deadline - now)) <= 0) break;
-        int all = 1;
-        for (nfds_t i = 0; i < n; i++) all &= (fds[i].revents & (POLLOUT | POLLERR | POLLHUP | POLLNVAL)) != 0;
-        if (all) break;
-    }
+    /* No lock held: a connection closed meanwhile only ends the wait early. */
+    uint64_t now = cn_now_ms();
+    if (n && now < deadline) f->chan->await_room(waited, n, (int)(deadline - now));
     /* Pressed peers: room again, or past the bound (it does not read): the bus copies from now on.
      * Behind ones are settled by their next post (resync_locked). */
     if (atomic_load(&p->pressed) == 0) return;
-    uint64_t now = cn_now_ms();
+    now = cn_now_ms();
     cn_mutex_lock(&p->lock);
     for (size_t i = 0; i < p->npeers; i++) {
         cn_fast_peer *peer = p->peers[i];
         if (peer->state != CN_K_READY || !peer->pressed_since) continue;
-        int queued = 0;
-        if (ioctl(peer->io.fd, SIOCOUTQ, &queued) == 0 && queued <= peer->sndbuf / 2) {
+        if (!f->chan->pressed(peer->io.ch)) {
             peer->pressed_since = 0;
             atomic_fetch_sub(&p->pressed, 1);
         } else if (now >= peer->pressed_since + CN_FAST_STALL_MS) {
@@ -132,12 +122,13 @@ static void note_origin(cn_fast *f, uint64_t origin) {
  * peers.lock held. */
 static int copy_to_peer_locked(cn_fast *f, cn_fast_peer *peer, const unsigned char *frame, size_t n) {
     if (peer->behind_since && !resync_locked(f, peer)) return 0; /* still no room: the bus copy */
-    if (send(peer->io.fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n) {
+    int sent = f->chan->send(peer->io.ch, frame, n);
+    if (sent == 1) {
         atomic_fetch_add(&f->fast_sent, 1);
         look_at_room_locked(f, peer);
         return 1;
     }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    if (sent == 0) {
         /* No room (it reads slower than we post): this post takes the bus, and the next direct
          * one waits behind a new barrier (resync_locked); the poster waits for room at most
          * CN_FAST_STALL_MS, no lock held (cn_peers_await_room). */

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <unistd.h>
 #include "fast.h"
 
 void cn_endpoint_init(cn_fast_endpoint *e) {
@@ -31,21 +30,19 @@ int cn_poster_list(cn_fast_endpoint *e, cn_fast_poster *p) {
     return 0;
 }
 
-int cn_poster_unverified(const cn_fast_poster *p) { return p->io.fd >= 0 && p->state <= CN_P_CRED; }
+int cn_poster_unverified(const cn_fast_poster *p) { return p->io.ch && p->state <= CN_P_CRED; }
 
 void cn_poster_close_fd(cn_fast *f, cn_fast_poster *p) {
-    if (p->io.fd < 0) return;
+    if (!p->io.ch) return;
     if (cn_poster_unverified(p)) f->endpoint.unverified--;
-    if (p->polled) epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, p->io.fd, NULL);
-    close(p->io.fd);
-    p->io.fd = -1;
+    cn_fast_file_close(f, &p->io); /* out of the set whether polled or not: harmless */
     p->polled = 0;
 }
 
 static void poster_free(cn_fast *f, cn_fast_poster *p) {
     cn_poster_close_fd(f, p);
     free(p->held);
-    cn_map_clear(&p->highest, NULL);
+    cn_map_clear(&p->read_upto, NULL);
     free(p);
 }
 
@@ -76,7 +73,7 @@ void cn_endpoint_free(cn_fast *f) {
     while (e->nposters) cn_poster_drop(f, e->posters[e->nposters - 1]);
     free(e->posters);
     cn_map_clear(&e->by_sender, NULL);
-    cn_announce_free(e);
+    cn_announce_free(f);
 }
 
 /* ---- barriers: the Sync tokens of a poster ---- */
@@ -111,8 +108,7 @@ int cn_poster_sync_pass(cn_fast_poster *r, uint64_t token) {
 void cn_poster_set_reading(cn_fast *f, cn_fast_poster *p, int reading) {
     /* Not reading: frames wait in the socket (the kernel bounds them); hang-ups still come. */
     if (!p->polled) return;
-    struct epoll_event ev = { .events = reading ? EPOLLIN : 0, .data.ptr = &p->io };
-    epoll_ctl(f->epoll_fd, EPOLL_CTL_MOD, p->io.fd, &ev);
+    cn_fast_rewatch(f, &p->io, reading ? EPOLLIN : 0);
 }
 
 cn_fast_poster *cn_poster_record(cn_fast *f, const char *unique) {
@@ -123,9 +119,7 @@ cn_fast_poster *cn_poster_record(cn_fast *f, const char *unique) {
     if (e->by_sender.count >= 2 * CN_FAST_POSTERS_MAX || strlen(unique) >= sizeof p->unique) return NULL;
     p = calloc(1, sizeof *p);
     if (!p) return NULL;
-    p->io.fd = -1;
-    p->io.kind = CN_FAST_FD_POSTER;
-    p->state = CN_P_CLOSED;
+    p->state = CN_P_CLOSED; /* no connection (io.ch NULL) until one proves to be this poster's */
     snprintf(p->unique, sizeof p->unique, "%s", unique);
     if (cn_map_put(&e->by_sender, p->unique, p) != 0) { free(p); return NULL; }
     if (cn_poster_list(e, p) != 0) {

@@ -1,8 +1,9 @@
 /*
  * fast_transport.c: the fast path as a transport (transport.h) around the bus transport. Every
  * operation is the bus's, and besides: a post also goes to the peers that observe it
- * (fast_peers.c); a subscription also counts in the endpoint's buckets (fast_endpoint.c); a post
- * the bus brings that came by the fast path already is dropped; the bus's Endpoint, Query, Sync
+ * (fast_peers.c); a subscription also counts in the endpoint's buckets (fast_announce.c); a post
+ * the bus brings goes up marked with its poster's two paths, after the frames that poster wrote
+ * before it (fast_endpoint.c); the bus's Endpoint, Query, Sync
  * and departures reach the two sides through the hooks it hands the bus (bus_fastpath.c). Its
  * descriptors are one epoll set, one source of the center's loop.
  *
@@ -20,13 +21,13 @@ static cn_fast *fast_of(cn_transport *t) { return (cn_fast *)t; }
 
 /* ---- the bus's events, on their way up to the center ---- */
 
-static void on_post_arrived(void *ctx, const cn_received_post *post) {
+static int on_post_arrived(void *ctx, const cn_received_post *post) {
     cn_fast *f = ctx;
-    if (cn_endpoint_seen(f, post)) { /* its fast copy was delivered already */
-        atomic_fetch_add(&f->duplicates, 1);
-        return;
-    }
-    f->up.post_arrived(f->up.ctx, post);
+    cn_received_post marked = *post;
+    marked.two_paths = cn_endpoint_before_bus(f, post);
+    int taken = f->up.post_arrived(f->up.ctx, &marked);
+    if (!taken && marked.two_paths) atomic_fetch_add(&f->duplicates, 1); /* its fast copy came first */
+    return taken;
 }
 static void on_post_rejected(void *ctx) { cn_fast *f = ctx; f->up.post_rejected(f->up.ctx); }
 static void on_distributed_arrived(void *ctx, const cn_received_distributed *post) {
@@ -84,16 +85,7 @@ static size_t source_prepare(void *ctx, struct pollfd *fds, size_t cap, int *tim
 static void source_handle(void *ctx, const struct pollfd *fds, size_t n) {
     cn_fast *f = ctx;
     if (n == 0 || !(fds[0].revents & POLLIN)) return;
-    struct epoll_event events[64];
-    int ready = epoll_wait(f->epoll_fd, events, 64, 0);
-    for (int i = 0; i < ready; i++) {
-        cn_fast_fd *io = events[i].data.ptr;
-        if (io->kind == CN_FAST_FD_PEER) cn_peers_handle(f, io);
-        else cn_endpoint_handle(f, io, events[i].events);
-        /* A descriptor closed by one of these is out of the set: later events of this batch
-         * name only records still alive (each close happens with its record's removal from
-         * epoll, and a freed record's events were fetched before: see below). */
-    }
+    cn_fast_dispatch(f);
 }
 
 static void source_stop(void *ctx) {
@@ -253,7 +245,9 @@ cn_transport *cn_fast_transport_new(const char *spec, int resolved, cn_bus_kind 
     size_t share = getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
                    ? (size_t)(files.rlim_cur / CN_FAST_FD_SHARE) : CN_FAST_PEERS_MAX;
     f->fd_cap = share < CN_FAST_PEERS_MAX ? share : CN_FAST_PEERS_MAX;
+    f->chan = cn_channels[0];
     cn_endpoint_init(&f->endpoint);
+    f->endpoint.listen.ready = cn_endpoint_accept_ready;
     cn_peers_init(&f->peers);
     cn_bus_fast_hooks hooks = { f, hook_endpoint, hook_refused, hook_query, hook_sync, hook_name_lost, hook_credentials };
     cn_bus_fast_set_hooks(f->bus_impl, &hooks);

@@ -1,7 +1,7 @@
 /*
  * fast_wire.c: the fast path's contract on the wire (docs/PROTOCOL.md "Fast path"): endpoint
- * tokens and the abstract socket address they name, and the two frames a poster sends. Pure
- * functions: no descriptor, no lock.
+ * tokens (the channel makes an address of one: channel_seqpacket.c) and the frames a poster sends.
+ * Pure functions: no descriptor, no lock.
  */
 #include <stdio.h>
 #include <string.h>
@@ -29,17 +29,6 @@ int cn_fast_token_valid(const char *token) {
         if (i >= CN_FAST_TOKEN_LEN || !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return 0;
     }
     return i == CN_FAST_TOKEN_LEN;
-}
-
-#define CN_FAST_ABSTRACT_PREFIX "darwin-notify/fp/"
-
-void cn_fast_address(const char *token, struct sockaddr_un *out, socklen_t *len) {
-    memset(out, 0, sizeof *out);
-    out->sun_family = AF_UNIX;
-    /* sun_path[0] stays NUL: the abstract namespace, no file to squat, stale or clean up. */
-    memcpy(out->sun_path + 1, CN_FAST_ABSTRACT_PREFIX, sizeof CN_FAST_ABSTRACT_PREFIX - 1);
-    memcpy(out->sun_path + sizeof CN_FAST_ABSTRACT_PREFIX, token, CN_FAST_TOKEN_LEN);
-    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + sizeof CN_FAST_ABSTRACT_PREFIX + CN_FAST_TOKEN_LEN);
 }
 
 unsigned cn_fast_bucket(const char *name) { return cn_fnv1a32(name) & CN_BUCKET_MASK; }
@@ -127,7 +116,7 @@ uint32_t CNotify_protocol_fast_address(const char *token, char *out, size_t len)
     cn_clear_error();
     if (!token || !out) { cn_set_error("token or buffer is NULL"); return NOTIFY_STATUS_NULL_INPUT; }
     if (!cn_fast_token_valid(token)) { cn_set_error("a token is 32 lowercase hex digits"); return NOTIFY_STATUS_INVALID_REQUEST; }
-    if ((size_t)snprintf(out, len, "@" CN_FAST_ABSTRACT_PREFIX "%s", token) >= len) {
+    if (cn_channels[0]->address(token, out, len) != 0) { /* the fast path's channel (channels.c) */
         cn_set_error("the buffer is too small");
         return NOTIFY_STATUS_INVALID_REQUEST;
     }

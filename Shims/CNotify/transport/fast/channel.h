@@ -1,0 +1,87 @@
+/*
+ * transport/fast/channel.h: the contract of a fast-path channel (docs/DESIGN.md "Fast path: a
+ * control plane over channels"). A channel carries the fast path's frames between a poster and an
+ * observer on this host, and says who the kernel gives as the process at the other end. It keeps
+ * each frame's bounds and the order of the frames of one connection; it knows nothing of what a
+ * frame means, of the bus, of proofs, barriers or duplicates: that is the control plane (the
+ * fast_*.c files). Every call is non-blocking but await_room, which waits at most the time given.
+ *
+ * One table of channels (channels.c), the first of which the fast path uses; one generic test
+ * suite that every channel of the table passes (tests/test_channels.c). The seqpacket socket
+ * (channel_seqpacket.c) is the first channel. A channel's files call only base/ and the system:
+ * they are the fast path's floor.
+ */
+#ifndef CNOTIFY_CHANNEL_H
+#define CNOTIFY_CHANNEL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "../../base/base.h"
+
+/* The longest frame a channel carries (a POST of the longest name: docs/PROTOCOL.md "Fast path"). */
+#define CN_FAST_FRAME_MAX (24 + CNOTIFY_NAME_MAX)
+
+/* A connection (or a listener) of some channel: each channel's own record begins with this. */
+typedef struct cn_channel {
+    int fd; /* what the control plane polls: readable when a frame, a connection or a hang-up waits */
+} cn_channel;
+
+/* Who the kernel says is at the other end, as it was when the connection was made. */
+typedef struct cn_channel_peer {
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+} cn_channel_peer;
+
+/* Frames read in one call, in order. A frame longer than CN_FAST_FRAME_MAX (no sender of ours
+ * writes one: another's) has len CN_FAST_FRAME_MAX + 1 and its first bytes only: never cut to look
+ * whole. Each frame has one byte of room after it (a parser ends text there). */
+enum { CN_CHANNEL_BATCH = 32 };
+typedef struct cn_channel_frames {
+    unsigned count;
+    int closed;                         /* after these, the other end hung up (or the connection failed) */
+    uint16_t len[CN_CHANNEL_BATCH];
+    unsigned char data[CN_CHANNEL_BATCH][CN_FAST_FRAME_MAX + 2];
+} cn_channel_frames;
+
+/* What a waiter for room keeps of a connection (channel.h's waiter): for a socket, its number. */
+typedef struct cn_channel_waiter {
+    int fd;
+} cn_channel_waiter;
+
+typedef struct cn_channel_ops {
+    const char *name;
+    /* The printable name of the address `token` names (for tools; docs/PROTOCOL.md), into `out`
+     * of `len` bytes: 0, or -1 when it does not fit. */
+    int (*address)(const char *token, char *out, size_t len);
+    /* The observer's side. Listens at the address `token` names (32 lowercase hex digits); NULL
+     * and errno when it cannot (EADDRINUSE: someone listens there). */
+    cn_channel *(*listen)(const char *token);
+    /* A connection waiting on `listener`, and who made it; NULL when none waits (or it failed). */
+    cn_channel *(*accept)(cn_channel *listener, cn_channel_peer *peer);
+    /* The poster's side: a connection to whoever listens at `token`, and who that is; NULL and errno. */
+    cn_channel *(*connect)(const char *token, cn_channel_peer *peer);
+    /* One frame (any length up to 64 KiB, so that a test can write what a stranger would): 1 sent,
+     * 0 no room for it now (nothing sent), -1 the connection is gone. */
+    int (*send)(cn_channel *c, const unsigned char *frame, size_t len);
+    /* Up to `max` (at most CN_CHANNEL_BATCH) frames: count 0 with closed 0 when none waits. Once
+     * closed is reported, the connection has nothing more to read. */
+    void (*read)(cn_channel *c, unsigned max, cn_channel_frames *out);
+    /* 1 when what was sent and not read yet fills more than half of what the connection holds. */
+    int (*pressed)(cn_channel *c);
+    /* What await_room waits on for connection `c`, copied out (under the caller's lock): it stays
+     * safe to wait on with no lock held, after the connection was closed too. */
+    void (*waiter)(cn_channel *c, cn_channel_waiter *out);
+    /* Waits, at most timeout_ms, until each of the `n` connections has room again (a quarter full
+     * or less) or is gone: 1, else 0 at the time limit. One closed meanwhile may end it early. */
+    int (*await_room)(const cn_channel_waiter *w, size_t n, int timeout_ms);
+    /* Closes a connection or a listener and frees it (the other end reads what was sent, then
+     * closed). */
+    void (*close)(cn_channel *c);
+} cn_channel_ops;
+
+/* The table of channels, NULL-terminated: the fast path uses the first. */
+extern const cn_channel_ops *const cn_channels[];
+extern const cn_channel_ops cn_channel_seqpacket;
+
+#endif

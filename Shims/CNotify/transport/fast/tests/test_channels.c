@@ -1,0 +1,261 @@
+/*
+ * test_channels.c: the generic suite every fast-path channel passes (channel.h), run on each entry
+ * of the table of channels (channels.c), as iceoryx2 runs one suite on every implementation of its
+ * event contract. What the control plane relies on: a listener's address is one listener's; a
+ * connection gives the kernel's word on the other end; frames keep their bounds and their order;
+ * a stranger's oversized frame is never cut to look whole; a full connection refuses a frame
+ * without blocking, says it is pressed before that, and its room can be awaited with a bound; a
+ * hang-up is reported after every frame sent before it; a connection gone is an error to its sender.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "../channel.h"
+#include "../../../base/tests/check.h"
+
+static const cn_channel_ops *ch; /* the channel under test */
+
+static void new_token(char out[33]) {
+    unsigned char raw[16];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) abort();
+    for (int i = 0; i < 16; i++) sprintf(out + 2 * i, "%02x", raw[i]);
+}
+
+/* Whether `c` polls readable within `ms`. */
+static int readable(cn_channel *c, int ms) {
+    struct pollfd p = { .fd = c->fd, .events = POLLIN };
+    return poll(&p, 1, ms) == 1;
+}
+
+/* A listener, a connection to it and its accepted end. */
+typedef struct pair {
+    char token[33];
+    cn_channel *listener, *poster, *observer;
+    cn_channel_peer at_poster, at_observer;
+} pair;
+
+static int open_pair(pair *p) {
+    new_token(p->token);
+    p->listener = ch->listen(p->token);
+    p->poster = p->listener ? ch->connect(p->token, &p->at_poster) : NULL;
+    p->observer = p->poster && readable(p->listener, 2000) ? ch->accept(p->listener, &p->at_observer) : NULL;
+    return p->observer ? 0 : -1;
+}
+
+static void close_pair(pair *p) {
+    if (p->observer) ch->close(p->observer);
+    if (p->poster) ch->close(p->poster);
+    if (p->listener) ch->close(p->listener);
+}
+
+static size_t frame_of(unsigned i, unsigned char *out) {
+    size_t len = (i * 37u) % CN_FAST_FRAME_MAX + 1;
+    for (size_t k = 0; k < len; k++) out[k] = (unsigned char)(i + k);
+    return len;
+}
+
+/* Reads until `want` frames came (reads of 1, 7, then 32 at most), checking each against frame_of. */
+static unsigned read_checked(cn_channel *c, unsigned first, unsigned want) {
+    static cn_channel_frames got;
+    static const unsigned sizes[] = { 1, 7, CN_CHANNEL_BATCH };
+    unsigned seen = 0, turn = 0;
+    unsigned char expect[CN_FAST_FRAME_MAX];
+    while (seen < want && readable(c, 2000)) {
+        ch->read(c, sizes[turn++ % 3], &got);
+        if (got.count == 0) break;
+        for (unsigned i = 0; i < got.count; i++, seen++) {
+            size_t len = frame_of(first + seen, expect);
+            if (got.len[i] != len || memcmp(got.data[i], expect, len) != 0) return seen;
+        }
+    }
+    return seen;
+}
+
+static void addresses(void) {
+    char token[33];
+    new_token(token);
+    cn_channel *l = ch->listen(token);
+    CHECK(l != NULL, "%s: listen failed: %s", ch->name, strerror(errno));
+    if (!l) return;
+    errno = 0;
+    cn_channel *again = ch->listen(token);
+    CHECK(again == NULL && errno == EADDRINUSE, "%s: a second listener at one address (errno %d)", ch->name, errno);
+    if (again) ch->close(again);
+    cn_channel_peer peer;
+    CHECK(ch->accept(l, &peer) == NULL, "%s: accept with none waiting gave a connection", ch->name);
+    char other[33];
+    new_token(other);
+    CHECK(ch->connect(other, &peer) == NULL, "%s: a connection to an address nobody listens at", ch->name);
+    CHECK(ch->connect("abc", &peer) == NULL && errno == EINVAL, "%s: a short token named an address", ch->name);
+    CHECK(ch->listen("0123456789abcdef0123456789abcdef0") == NULL, "%s: a long token named an address", ch->name);
+    char name[128];
+    CHECK(ch->address(token, name, sizeof name) == 0 && strstr(name, token) != NULL, "%s: the address does not name its token",
+          ch->name);
+    CHECK(ch->address(token, name, 8) == -1, "%s: an address was cut to fit", ch->name);
+    ch->close(l);
+    cn_channel *after = ch->listen(token); /* the address is free again once its listener closed */
+    CHECK(after != NULL, "%s: the address stayed taken after its listener closed", ch->name);
+    if (after) ch->close(after);
+}
+
+static void peers_and_order(void) {
+    pair p = { 0 };
+    CHECK(open_pair(&p) == 0, "%s: no connection made", ch->name);
+    if (p.observer) {
+        CHECK(p.at_poster.pid == getpid() && p.at_poster.uid == geteuid() && p.at_poster.gid == getegid(),
+              "%s: the listener's credentials are not the kernel's", ch->name);
+        CHECK(p.at_observer.pid == getpid() && p.at_observer.uid == geteuid(), "%s: the poster's credentials are wrong", ch->name);
+        cn_channel_frames none;
+        ch->read(p.observer, CN_CHANNEL_BATCH, &none);
+        CHECK(none.count == 0 && none.closed == 0, "%s: a read with nothing sent gave %u frames, closed %d", ch->name,
+              none.count, none.closed);
+        unsigned char frame[CN_FAST_FRAME_MAX];
+        unsigned sent = 0, read = 0;
+        for (int round = 0; round < 5; round++) { /* 5 × 100 frames of every length, read 1, 7 and 32 at a time */
+            for (int i = 0; i < 100; i++, sent++) CHECK(ch->send(p.poster, frame, frame_of(sent, frame)) == 1, "%s: send %u refused", ch->name, sent);
+            read += read_checked(p.observer, read, 100);
+        }
+        CHECK(read == sent, "%s: %u of %u frames came back whole and in order", ch->name, read, sent);
+    }
+    close_pair(&p);
+}
+
+static void oversized(void) {
+    pair p = { 0 };
+    CHECK(open_pair(&p) == 0, "%s: no connection made", ch->name);
+    if (p.observer) {
+        static unsigned char big[65537];
+        memset(big, 'x', sizeof big);
+        size_t lens[] = { CN_FAST_FRAME_MAX, CN_FAST_FRAME_MAX + 1, CN_FAST_FRAME_MAX + 100, 65536, 3 };
+        for (size_t i = 0; i < 5; i++) CHECK(ch->send(p.poster, big, lens[i]) == 1, "%s: a frame of %zu not sent", ch->name, lens[i]);
+        CHECK(ch->send(p.poster, big, 0) == -1, "%s: an empty frame (a hang-up on the wire) was sent", ch->name);
+        CHECK(ch->send(p.poster, big, 65537) == -1, "%s: a frame over 64 KiB was sent", ch->name);
+        static cn_channel_frames got;
+        unsigned seen = 0;
+        size_t expect[] = { CN_FAST_FRAME_MAX, CN_FAST_FRAME_MAX + 1, CN_FAST_FRAME_MAX + 1, CN_FAST_FRAME_MAX + 1, 3 };
+        while (seen < 5 && readable(p.observer, 2000)) {
+            ch->read(p.observer, CN_CHANNEL_BATCH, &got);
+            if (!got.count) break;
+            for (unsigned i = 0; i < got.count && seen < 5; i++, seen++)
+                CHECK(got.len[i] == expect[seen], "%s: frame %u read with length %u, not %zu", ch->name, seen, got.len[i], expect[seen]);
+        }
+        CHECK(seen == 5 && !got.closed, "%s: %u of 5 frames read (closed %d)", ch->name, seen, got.closed);
+    }
+    close_pair(&p);
+}
+
+static void full(void) {
+    pair p = { 0 };
+    CHECK(open_pair(&p) == 0, "%s: no connection made", ch->name);
+    if (p.observer) {
+        unsigned char frame[CN_FAST_FRAME_MAX];
+        size_t len = frame_of(0, frame);
+        unsigned sent = 0, pressed_at = 0;
+        int r = 1;
+        while (sent < 100000 && (r = ch->send(p.poster, frame, len)) == 1) {
+            sent++;
+            if (!pressed_at && ch->pressed(p.poster)) pressed_at = sent;
+        }
+        CHECK(r == 0, "%s: a full connection answered %d, not 0 (no room), after %u frames", ch->name, r, sent);
+        CHECK(pressed_at > 0 && pressed_at < sent, "%s: pressed only at %u of %u", ch->name, pressed_at, sent);
+        cn_channel_waiter one[1];
+        ch->waiter(p.poster, &one[0]);
+        CHECK(ch->await_room(one, 1, 30) == 0, "%s: room awaited on a full connection nobody reads", ch->name);
+        static cn_channel_frames got;
+        unsigned drained = 0;
+        do { ch->read(p.observer, CN_CHANNEL_BATCH, &got); drained += got.count; } while (got.count);
+        CHECK(drained == sent, "%s: %u of %u frames read from a full connection", ch->name, drained, sent);
+        CHECK(ch->await_room(one, 1, 2000) == 1, "%s: no room after everything was read", ch->name);
+        CHECK(!ch->pressed(p.poster) && ch->send(p.poster, frame, len) == 1, "%s: still full after a drain", ch->name);
+        CHECK(ch->await_room(NULL, 0, 0) == 1, "%s: awaiting none did not return at once", ch->name);
+    }
+    close_pair(&p);
+}
+
+static void hang_ups(void) {
+    pair p = { 0 };
+    CHECK(open_pair(&p) == 0, "%s: no connection made", ch->name);
+    if (p.observer) {
+        unsigned char frame[CN_FAST_FRAME_MAX];
+        for (unsigned i = 0; i < 3; i++) ch->send(p.poster, frame, frame_of(i, frame));
+        ch->close(p.poster);
+        p.poster = NULL;
+        static cn_channel_frames got;
+        unsigned seen = 0;
+        int closed = 0;
+        while (!closed && readable(p.observer, 2000)) {
+            ch->read(p.observer, 2, &got);
+            seen += got.count;
+            closed = got.closed;
+        }
+        CHECK(seen == 3 && closed, "%s: %u of 3 frames before the hang-up (closed %d)", ch->name, seen, closed);
+        ch->read(p.observer, CN_CHANNEL_BATCH, &got);
+        CHECK(got.count == 0 && got.closed, "%s: a read after the hang-up was not closed", ch->name);
+    }
+    close_pair(&p);
+    pair q = { 0 };
+    CHECK(open_pair(&q) == 0, "%s: no connection made", ch->name);
+    if (q.observer) { /* the reader goes: its poster sees it (readable) and its sends fail */
+        ch->close(q.observer);
+        q.observer = NULL;
+        CHECK(readable(q.poster, 2000), "%s: the poster's end not readable when the observer left", ch->name);
+        unsigned char frame[4] = { 1, 2, 3, 4 };
+        CHECK(ch->send(q.poster, frame, 4) == -1, "%s: a send to a connection gone was not an error", ch->name);
+    }
+    close_pair(&q);
+}
+
+/* A poster in another process: the kernel's pid, then its frames, then its exit as a hang-up. */
+static void other_process(void) {
+    char token[33];
+    new_token(token);
+    cn_channel *l = ch->listen(token);
+    CHECK(l != NULL, "%s: listen failed", ch->name);
+    if (!l) return;
+    pid_t child = fork();
+    if (child == 0) {
+        cn_channel_peer peer;
+        cn_channel *c = ch->connect(token, &peer);
+        unsigned char frame[CN_FAST_FRAME_MAX];
+        for (unsigned i = 0; c && i < 50; i++)
+            if (ch->send(c, frame, frame_of(i, frame)) != 1) _exit(2);
+        _exit(c && peer.pid == getppid() ? 0 : 1);
+    }
+    cn_channel_peer peer = { 0 };
+    cn_channel *c = readable(l, 5000) ? ch->accept(l, &peer) : NULL;
+    CHECK(c && peer.pid == child && peer.uid == geteuid(), "%s: the other process's connection (pid %d, not %d)", ch->name,
+          (int)peer.pid, (int)child);
+    if (c) {
+        CHECK(read_checked(c, 0, 50) == 50, "%s: the other process's 50 frames", ch->name);
+        static cn_channel_frames got;
+        got.closed = 0;
+        while (!got.closed && readable(c, 5000)) ch->read(c, CN_CHANNEL_BATCH, &got);
+        CHECK(got.closed, "%s: the other process's exit not read as a hang-up", ch->name);
+        ch->close(c);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: the other process failed (status %d)", ch->name, status);
+    ch->close(l);
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    int channels = 0;
+    for (const cn_channel_ops *const *c = cn_channels; *c; c++, channels++) {
+        ch = *c;
+        addresses();
+        peers_and_order();
+        oversized();
+        full();
+        hang_ups();
+        other_process();
+        printf("channel %s: the generic suite ran\n", ch->name);
+    }
+    CHECK(channels >= 1 && cn_channels[0] == &cn_channel_seqpacket, "the table of channels does not start with seqpacket");
+    return check_result("test_channels");
+}
