@@ -23,6 +23,9 @@ package struct MonitoredPost: Sendable, Equatable {
     package let sequence: UInt64?
     /// Posts missing from this sender's numbering of this name just before this one.
     package let gap: UInt64
+    /// Posts of this name its poster held back and this copy stands for besides itself
+    /// (docs/PROTOCOL.md "Bus copies, coalesced": the copy's count less one): not lost.
+    package var coalesced: UInt64 = 0
     /// Posted by a DarwinNotify client (its bucket interface and a sequence), or by another
     /// D-Bus client (dbus-send, gdbus) on the plain interface.
     package let ours: Bool
@@ -34,7 +37,8 @@ package struct MonitoredPost: Sendable, Equatable {
     package var rejected: String? = nil
 
     package init(time: Double, name: String, sender: String, pid: UInt32?, uid: UInt32?, sequence: UInt64?, gap: UInt64,
-                ours: Bool, rejected: String? = nil) {
+                coalesced: UInt64 = 0, ours: Bool, rejected: String? = nil) {
+        self.coalesced = coalesced
         self.time = time
         self.name = name
         self.sender = sender
@@ -71,11 +75,12 @@ package struct MonitoredPost: Sendable, Equatable {
         return "\(micros / 1_000_000)." + String(repeating: "0", count: 6 - fraction.count) + fraction
     }
 
-    /// The text line: `<time> <name> sender=<:1.n> pid=<pid> uid=<uid> seq=<n> [gap=<k>] <darwin-notify|foreign> [rejected=<why>]`,
+    /// The text line: `<time> <name> sender=<:1.n> pid=<pid> uid=<uid> seq=<n> [coalesced=<c>] [gap=<k>] <darwin-notify|foreign> [rejected=<why>]`,
     /// the name escaped (`printable`).
     package var line: String {
         var text = "\(when) \(MonitoredPost.printable(name)) sender=\(sender) pid=\(pid.map(String.init) ?? "-") uid=\(uid.map(String.init) ?? "-")"
         text += " seq=\(sequence.map(String.init) ?? "-")"
+        if coalesced > 0 { text += " coalesced=\(coalesced)" }
         if gap > 0 { text += " gap=\(gap)" }
         text += ours ? " darwin-notify" : " foreign"
         if let rejected { text += " rejected=\(rejected)" }
@@ -88,7 +93,7 @@ package struct MonitoredPost: Sendable, Equatable {
         let fields = [
             "\"time\":\(when)", "\"name\":\(quoted(name))", "\"sender\":\(quoted(sender))",
             "\"pid\":\(pid.map(String.init) ?? "null")", "\"uid\":\(uid.map(String.init) ?? "null")",
-            "\"seq\":\(sequence.map(String.init) ?? "null")", "\"gap\":\(gap)", "\"client\":\(ours ? "\"darwin-notify\"" : "\"foreign\"")",
+            "\"seq\":\(sequence.map(String.init) ?? "null")", "\"coalesced\":\(coalesced)", "\"gap\":\(gap)", "\"client\":\(ours ? "\"darwin-notify\"" : "\"foreign\"")",
             "\"rejected\":\(rejected.map(quoted) ?? "null")",
         ]
         return "{" + fields.joined(separator: ",") + "}"
@@ -209,8 +214,8 @@ package final class BusMonitor {
         // Read as every receiver reads it (the C core's parser, CNotify_protocol_read_post); what
         // receivers refuse is still shown, marked, with the text the bus carried.
         var buffer = [CChar](repeating: 0, count: Int(CNOTIFY_NAME_MAX) + 1)
-        var value: UInt64 = 0, hasSequence: Int32 = 0, origin: UInt64 = 0
-        let read = CNotify_protocol_read_post(UnsafeRawPointer(message), &buffer, buffer.count, &value, &hasSequence, &origin)
+        var value: UInt64 = 0, hasSequence: Int32 = 0, origin: UInt64 = 0, count: UInt32 = 1
+        let read = CNotify_protocol_read_post(UnsafeRawPointer(message), &buffer, buffer.count, &value, &hasSequence, &origin, &count)
         let name: String
         let sequence: UInt64? = read == UInt32(NOTIFY_STATUS_OK) && hasSequence != 0 ? value : nil
         var gap: UInt64 = 0
@@ -241,12 +246,13 @@ package final class BusMonitor {
         // Its number, as receivers note it: only for a post they took so far (authenticated first).
         if rejected == nil, let sequence {
             var duplicate: Int32 = 0
-            if CNotify_sequences_note(sequences, sender, origin, name, sequence, &duplicate, &gap) == UInt32(NOTIFY_STATUS_OK), duplicate != 0 {
+            if CNotify_sequences_note(sequences, sender, origin, name, sequence, count, &duplicate, &gap) == UInt32(NOTIFY_STATUS_OK), duplicate != 0 {
                 rejected = "duplicate"
             }
         }
         return MonitoredPost(time: Double(now.tv_sec) + Double(now.tv_nsec) / 1e9, name: name, sender: sender,
-                             pid: who.pid, uid: who.uid, sequence: sequence, gap: gap, ours: ours, rejected: rejected)
+                             pid: who.pid, uid: who.uid, sequence: sequence, gap: gap,
+                             coalesced: rejected == nil && count > 1 ? UInt64(count - 1) : 0, ours: ours, rejected: rejected)
     }
 
     /// The first argument when it is a string: the name of a Post receivers refuse, as it was sent.

@@ -107,8 +107,9 @@ package enum InvocationParser {
         -W namespace   print each post of the namespace and of every name under it, forever
         -WN namespace  the same, then exit after N posts (for example -W1 com.example)
         --bus-stop     stop the embedded bus
-        --monitor      print every post on the bus: time, name, sender, pid, uid, sequence, gaps,
-                       and whether a DarwinNotify client or another D-Bus client posted it
+        --monitor      print every post on the bus: time, name, sender, pid, uid, sequence,
+                       coalesced, gaps, and whether a DarwinNotify client or another D-Bus
+                       client posted it
         --json         with --monitor: one JSON object per line
         --version      print the version and exit
     """

@@ -88,6 +88,19 @@ struct ProtocolVectorTests {
                 #expect(CNotify_protocol_parse_post(bytes, length, &name, name.count, &seq, &hasSeq) == 0)
                 #expect(cString(name) == parts[0] && seq == UInt64(parts[1])! && hasSeq == 1)
                 CNotify_protocol_free(bytes)
+            case "gap rule with a count":
+                // "<first> then <seq> counting <n>": the posts lost between two bus copies of a name
+                // from one origin, when the second stands for n posts (docs: Bus copies, coalesced).
+                let parts = input.split(separator: " ").map(String.init)
+                try #require(parts.count == 5 && parts[1] == "then" && parts[3] == "counting", "\(row)")
+                let book = try #require(CNotify_sequences_create())
+                defer { CNotify_sequences_destroy(book) }
+                var duplicate: Int32 = 0
+                var gaps: UInt64 = 0
+                #expect(CNotify_sequences_note(book, ":1.42", 0x0011_2233_4455_6677, "com.example.changed", UInt64(parts[0])!, 1, &duplicate, &gaps) == 0)
+                #expect(CNotify_sequences_note(book, ":1.42", 0x0011_2233_4455_6677, "com.example.changed", UInt64(parts[2])!,
+                                               UInt32(parts[4])!, &duplicate, &gaps) == 0)
+                #expect("gaps \(gaps)" == row.value && duplicate == 0, "\(row)")
             case "distributed match rule":
                 var out = [CChar](repeating: 0, count: 1100)
                 #expect(CNotify_protocol_distributed_match_rule(input == "every name" ? nil : input, &out, out.count) == 0)

@@ -62,6 +62,44 @@ extension IntegrationSuites {
             #expect(repeats <= runs.count - 1)
         }
 
+        @Test("the writer SIGKILLed at random points of a flood, 100 times: every message the listener gets is whole, none twice, each writer's a prefix of what it passed, in order (docs: Wormhole files, Durability)")
+        func writerKilled() throws {
+            let listener = try fixture.listener(["--transiting", "queue", "listen", "group.test", "crash", "--name", "collector"])
+            defer { listener.kill() }
+            let runs = 100
+            var killedAfter: [Int] = []
+            for run in 0..<runs {
+                let writer = try ChildProcess("wormhole-probe", ["flood", "group.test", "crash", "\(run)", "100000"],
+                                              environment: fixture.environment)
+                // A random point: the process starting, or a few hundred messages into the flood.
+                let wait = Int.random(in: 0...80)
+                killedAfter.append(wait)
+                usleep(useconds_t(wait * 1000)) // a random kill point, not a synchronisation
+                writer.kill(SIGKILL)
+                _ = try writer.waitForExit()
+            }
+            // A last writer that finishes: once the listener has its message, it read all before it.
+            let last = try ChildProcess("wormhole-probe", ["flood", "group.test", "crash", "\(runs)", "1"], environment: fixture.environment)
+            #expect(try last.waitForExit(timeout: 60) == 0, "\(last.stderr)")
+            try listener.waitForLine(timeout: 120) { $0 == "{\"i\":0,\"w\":\(runs)}" || $0 == "{\"w\":\(runs),\"i\":0}" }
+            var perWriter: [Int: [Int]] = [:]
+            for line in listener.lines {
+                let tick = try #require(try? JSONDecoder().decode(Tick.self, from: Data(line.utf8)), "not a whole message: \(line)")
+                perWriter[tick.w, default: []].append(tick.i)
+            }
+            for (w, got) in perWriter {
+                #expect(got == Array(0..<got.count), "writer \(w): \(got.count) messages, not 0..<n in order (a gap, a repeat, or out of order)")
+            }
+            let delivered = perWriter.values.map(\.count).reduce(0, +)
+            #expect(!listener.stderr.contains("damaged") && !listener.stderr.contains("lost"), "\(listener.stderr.suffix(2000))")
+            let quarantine = fixture.root + "/group.test/wormhole/quarantine"
+            let moved = (try? FileManager.default.subpathsOfDirectory(atPath: quarantine)) ?? []
+            #expect(moved.isEmpty, "damaged files moved aside: \(moved)")
+            let cut = perWriter.filter { $0.key < runs && !$0.value.isEmpty }.count
+            #expect(cut >= runs / 4 && delivered > runs, "\(cut) of \(runs) writers killed inside their flood, \(delivered) messages in all (waits \(killedAfter))")
+            print("wormhole writerKilled: \(cut) of \(runs) writers killed inside their flood, \(delivered) messages")
+        }
+
         @Test("a named listener receives what was passed while it was not running; an unnamed one only new messages")
         func durableAndEphemeral() throws {
             let queue = try fixture.wormhole(transiting: .queue)

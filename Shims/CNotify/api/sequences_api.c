@@ -19,7 +19,7 @@ CNotify_sequences *CNotify_sequences_create(void) {
 }
 
 uint32_t CNotify_sequences_note(CNotify_sequences *s, const char *sender, uint64_t origin, const char *name, uint64_t seq,
-                                int *out_duplicate, uint64_t *out_gaps) {
+                                uint32_t count, int *out_duplicate, uint64_t *out_gaps) {
     cn_clear_error();
     CN_RETURN_IF_NULL(s, "sequences");
     CN_RETURN_IF_NULL(sender, "sender");
@@ -27,7 +27,8 @@ uint32_t CNotify_sequences_note(CNotify_sequences *s, const char *sender, uint64
     CN_RETURN_IF_NULL(out_gaps, "gaps pointer");
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
-    cn_received_post post = { .name = name, .sender = sender, .origin = origin, .seq = seq, .has_seq = 1 };
+    cn_received_post post = { .name = name, .sender = sender, .origin = origin, .seq = seq, .has_seq = 1,
+                              .coalesced = count > 1 ? count - 1 : 0 };
     *out_duplicate = cn_received_note(&s->received, &post, out_gaps) == CN_POST_DUPLICATE;
     return NOTIFY_STATUS_OK;
 }

@@ -185,6 +185,9 @@ void cn_center_dispose(CNotify_center *c) {
         cn_loop_stop(&c->loop);
         return;
     }
+    /* What the transport still holds back goes out first, never waiting (the fast path's
+     * coalesced bus copies: a center that ends has posted its last). */
+    c->transport->ops->flush(c->transport, 0);
     cn_loop_stop(&c->loop); /* joined: its sources closed their connections */
     center_free(c);
 }

@@ -10,6 +10,8 @@
  *    the kernel and the bus proved, PROTOCOL.md "Fast path", 4): a number at or below the highest
  *    taken of that name from that poster and origin, whichever path brought it, since its copies
  *    come twice and either may come first. Keyed by the proved sender, never by the origin alone.
+ * A copy that stands for posts its poster held back (PROTOCOL.md "Bus copies, coalesced": its
+ * count) closes that much of a jump: coalesced, not lost.
  */
 #include <string.h>
 #include "center.h"
@@ -85,8 +87,9 @@ cn_post_verdict cn_received_note(cn_received *r, const cn_received_post *post, u
     /* A jump forward by more than one is that many lost, up to a bound per jump and per sender:
      * the number is the sender's word, and a forged 2^64-1, or 1 and 2^20+2 alternating, must
      * not count without end. A jump back is a new numbering (a restart), not a loss. */
-    if (last && seq > last && seq - last > 1) { /* not seq > last + 1: last may be 2^64-1 */
-        uint64_t lost = seq - last - 1;
+    if (last && seq > last && seq - last - 1 > post->coalesced) { /* not seq > last + 1: last may be 2^64-1 */
+        /* Those the poster held back and this copy stands for (its count) were not lost. */
+        uint64_t lost = seq - last - 1 - post->coalesced;
         if (lost > CN_GAP_JUMP_MAX) lost = CN_GAP_JUMP_MAX;
         *gaps = take_gap_budget(r, post->sender, lost);
     }

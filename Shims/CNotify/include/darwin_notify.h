@@ -154,7 +154,8 @@ typedef struct CNotify_fast_path_stats {
     uint64_t fallbacks;   /* direct connections dropped because the observer did not take a post at once:
                            * it had the bus copy */
     uint64_t refused;     /* announcements, connections and frames that failed a check */
-    uint64_t bus_skipped; /* posts not sent on the bus (CNOTIFY_FAST_PATH_DIRECT) */
+    uint64_t bus_skipped; /* posts not sent on the bus (CNOTIFY_FAST_PATH_DIRECT), or held back and
+                           * coalesced into a later bus copy of their name (the default mode) */
 } CNotify_fast_path_stats;
 /* `mode`: CNOTIFY_FAST_PATH_OFF, _ON or _DIRECT; INVALID_REQUEST for another value. */
 uint32_t CNotify_center_set_fast_path(CNotify_center *center, int mode);
@@ -315,18 +316,21 @@ uint32_t CNotify_protocol_build_post_from(const char *name, uint64_t seq, uint64
 uint32_t CNotify_protocol_post_origin(const char *bytes, int len, uint64_t *out);
 /* A Post as libdbus hands it (`message`: a DBusMessage *, read, not changed), read as a receiver
  * reads it (a monitor's reader): INVALID_REQUEST for anything that is not a Post; else the name,
- * the sequence if it carries one, and the origin (0: none). */
+ * the sequence if it carries one, the origin (0: none), and how many posts it stands for (1, or
+ * more for a bus copy its poster coalesced: docs/PROTOCOL.md "Bus copies, coalesced"). */
 uint32_t CNotify_protocol_read_post(const void *message, char *out_name, size_t name_len, uint64_t *out_seq,
-                                    int *out_has_seq, uint64_t *out_origin);
+                                    int *out_has_seq, uint64_t *out_origin, uint32_t *out_count);
 /* The receiver's rule for the numbers of posts that come by the bus alone (docs/PROTOCOL.md
  * "Origins"), for monitors and other implementations: per `origin` (0: none, then per `sender`)
  * and name, the number just seen again is a duplicate (*out_duplicate 1); a jump forward counts
- * the posts lost into *out_gaps, at most 2^20 a jump and 2^22 a sender; a jump back is a new
- * numbering. The book is bounded as a center's is. One thread at a time per book. */
+ * the posts lost into *out_gaps, at most 2^20 a jump and 2^22 a sender, less the `count` - 1
+ * posts the copy stands for besides itself (coalesced, not lost; `count` 0 or 1: itself only); a
+ * jump back is a new numbering. The book is bounded as a center's is. One thread at a time per
+ * book. */
 typedef struct CNotify_sequences CNotify_sequences;
 CNotify_sequences *CNotify_sequences_create(void);
 uint32_t CNotify_sequences_note(CNotify_sequences *sequences, const char *sender, uint64_t origin, const char *name,
-                                uint64_t seq, int *out_duplicate, uint64_t *out_gaps);
+                                uint64_t seq, uint32_t count, int *out_duplicate, uint64_t *out_gaps);
 void CNotify_sequences_destroy(CNotify_sequences *sequences);
 uint32_t CNotify_protocol_parse_post(const char *bytes, int len, char *out_name, size_t name_len, uint64_t *out_seq,
                                      int *out_has_seq);

@@ -25,6 +25,9 @@ typedef struct cn_received_post {
      * knows it (a poster proved by the kernel and the bus, with this origin): every copy of a post
      * comes twice, and either may come first (PROTOCOL.md "Fast path", 4). */
     int two_paths;
+    /* Posts of this name and numbering its poster held back and stands for with this copy (its `u
+     * count` less one): not lost. */
+    uint64_t coalesced;
 } cn_received_post;
 
 /* A post the center sends: numbered by the center, whatever connection carries it. */
@@ -33,6 +36,8 @@ typedef struct cn_outgoing_post {
     uint64_t seq;
     uint64_t origin;
     int restricted;             /* a user.uid.N name: the transport proves the poster's uid to receivers */
+    uint32_t count;             /* the posts of this name this copy stands for (PROTOCOL.md "Bus copies,
+                                 * coalesced"): 0 or 1, this one; more, the ones held back before it too */
 } cn_outgoing_post;
 
 /* A distributed notification (PROTOCOL.md "Distributed notifications") as a transport hands it

@@ -4,7 +4,8 @@
  * duplicate (5, 3, 3, 5, 6: four taken); a jump forward counts the posts lost, at most 2^20 a jump
  * and 2^22 a sender; a jump back is a new numbering; posts with no origin are keyed by sender and
  * never duplicates; an origin's numbering is not another's; forget clears it. A poster with two
- * paths (the fast path's): at or below the highest taken is a duplicate, keyed by that poster.
+ * paths (the fast path's): at or below the highest taken is a duplicate, keyed by that poster. A
+ * copy standing for posts its poster held back (its count) closes that much of a jump.
  */
 #include <string.h>
 #include "../center.h"
@@ -74,6 +75,23 @@ int main(void) {
     next.seq = 1;
     CHECK(cn_received_note(&two, &next, &gaps) == CN_POST_FRESH, "a new origin's 1");
     cn_received_forget(&two);
+    /* A copy that stands for posts its poster held back (PROTOCOL.md "Bus copies, coalesced"):
+     * 1, then 57 standing for 56 (55 held and itself): no gap; standing for 50: 5 lost; a count
+     * larger than the jump hides no more than the jump, and is no duplicate. */
+    cn_received c = { 0 };
+    cn_received_post first = { .name = "c.d", .sender = ":1.5", .origin = 9, .seq = 1, .has_seq = 1 };
+    cn_received_post held = { .name = "c.d", .sender = ":1.5", .origin = 9, .seq = 57, .has_seq = 1, .coalesced = 55 };
+    CHECK(cn_received_note(&c, &first, &gaps) == CN_POST_FRESH && gaps == 0, "1");
+    CHECK(cn_received_note(&c, &held, &gaps) == CN_POST_FRESH && gaps == 0, "57 standing for 56: %llu gaps", (unsigned long long)gaps);
+    held.seq = 107;
+    held.coalesced = 44;
+    CHECK(cn_received_note(&c, &held, &gaps) == CN_POST_FRESH && gaps == 5, "107 standing for 45: %llu gaps", (unsigned long long)gaps);
+    held.seq = 108;
+    held.coalesced = 1000;
+    CHECK(cn_received_note(&c, &held, &gaps) == CN_POST_FRESH && gaps == 0, "108 standing for 1001: %llu gaps", (unsigned long long)gaps);
+    held.seq = 108;
+    CHECK(cn_received_note(&c, &held, &gaps) == CN_POST_DUPLICATE, "108 again");
+    cn_received_forget(&c);
     /* A post with no number, or no sender: fresh, never counted. */
     cn_received_post bare = { .name = "a.b", .sender = NULL, .origin = 77, .seq = 10, .has_seq = 1 };
     CHECK(cn_received_note(&r, &bare, &gaps) == CN_POST_FRESH && gaps == 0, "no sender");

@@ -49,10 +49,12 @@ typedef struct cn_wire_post {
     uint64_t seq;
     int has_seq;
     int credential_fd;          /* -1 unless a unix fd followed the sequence (a duplicate the caller closes) */
+    uint32_t count;             /* the posts it stands for (`u` after the origin): 1 when absent */
 } cn_wire_post;
 /* The Post of `name` numbered `seq` from `origin` (0: none), with `credential_fd` appended when
- * >= 0 (libdbus keeps a duplicate). NULL when out of memory, with the error set. */
-DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, uint64_t origin);
+ * >= 0 (libdbus keeps a duplicate), and `count` (the posts it stands for) when over 1 and there is
+ * an origin. NULL when out of memory, with the error set. */
+DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, uint64_t origin, uint32_t count);
 typedef enum { CN_WIRE_NOT_OURS, CN_WIRE_MALFORMED, CN_WIRE_POST } cn_wire_result;
 cn_wire_result cn_wire_parse(DBusMessage *msg, cn_wire_post *out);
 /* `m` (taken; NULL: building it failed, the error set) marshalled as D-Bus sends it, serial 1. */

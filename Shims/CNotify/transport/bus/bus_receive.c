@@ -140,7 +140,7 @@ DBusHandlerResult cn_receive_filter(DBusConnection *conn, DBusMessage *msg, void
         b->events.post_rejected(b->events.ctx);
         return DBUS_HANDLER_RESULT_HANDLED;
     }
-    cn_received_post up = { post.name, sender, post.origin, post.seq, post.has_seq, 0 };
+    cn_received_post up = { post.name, sender, post.origin, post.seq, post.has_seq, 0, post.count - 1 };
     b->events.post_arrived(b->events.ctx, &up);
     return DBUS_HANDLER_RESULT_HANDLED;
 }

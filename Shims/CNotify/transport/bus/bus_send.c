@@ -36,7 +36,7 @@ static DBusMessage *build_post(const cn_link_view *view, const cn_outgoing_post 
         credential = cn_credential_create(view->bus_id, view->unique_name, post->name, post->seq);
         if (credential < 0) return NULL;
     }
-    DBusMessage *m = cn_wire_build(post->name, post->seq, credential, post->origin); /* libdbus keeps a duplicate */
+    DBusMessage *m = cn_wire_build(post->name, post->seq, credential, post->origin, post->count); /* libdbus keeps a duplicate */
     if (credential >= 0) close(credential);
     return m;
 }

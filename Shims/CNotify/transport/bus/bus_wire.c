@@ -2,7 +2,8 @@
  * bus_wire.c: the Post signal of docs/PROTOCOL.md ("The signal"): built for sending, parsed on
  * receipt, and both offered to other implementations through CNotify_protocol_build_post and
  * CNotify_protocol_parse_post. Body: `s name`, `t sequence`, for a user.uid.N name `h credential`,
- * then `t origin`; a receiver reads what is there and ignores what it does not know.
+ * then `t origin`, then, for a copy that stands for several posts, `u count`; a receiver reads
+ * what is there and ignores what it does not know.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -15,7 +16,7 @@
 
 /* The slow way, and the only one for a credential: libdbus rewrites the header's signature field
  * for each argument appended (measured here: 8-10 µs a post, most of a poster's time). */
-static DBusMessage *build_new(const char *name, uint64_t seq, int credential_fd, uint64_t origin) {
+static DBusMessage *build_new(const char *name, uint64_t seq, int credential_fd, uint64_t origin, uint32_t count) {
     char iface[CN_BUCKET_INTERFACE_LEN];
     cn_bucket_interface(name, iface);
     DBusMessage *m = dbus_message_new_signal(CN_PATH, iface, CN_MEMBER);
@@ -29,6 +30,8 @@ static DBusMessage *build_new(const char *name, uint64_t seq, int credential_fd,
         if (ok && credential_fd >= 0) ok = dbus_message_append_args(m, DBUS_TYPE_UNIX_FD, &credential_fd, DBUS_TYPE_INVALID);
         if (ok && origin) ok = dbus_message_append_args(m, DBUS_TYPE_UINT64, &wire_origin, DBUS_TYPE_INVALID);
     }
+    dbus_uint32_t wire_count = count;
+    if (ok && origin && count > 1) ok = dbus_message_append_args(m, DBUS_TYPE_UINT32, &wire_count, DBUS_TYPE_INVALID);
     if (!ok) {
         if (m) dbus_message_unref(m);
         cn_set_error("out of memory while building the post of %s", name);
@@ -85,7 +88,7 @@ static wire_template *template_for(const char *name, uint64_t origin) {
     for (unsigned i = 0; i < CN_TEMPLATES_PER_THREAD; i++)
         if (t->slot[i].m && t->slot[i].origin == origin && strcmp(t->slot[i].name, name) == 0) return &t->slot[i];
     wire_template *s = &t->slot[t->next++ % CN_TEMPLATES_PER_THREAD];
-    DBusMessage *m = build_new(name, 0, -1, origin); /* number 0: no post has it, so a copy left unchanged shows */
+    DBusMessage *m = build_new(name, 0, -1, origin, 1); /* number 0: no post has it, so a copy left unchanged shows */
     if (!m) return NULL;
     if (s->m) dbus_message_unref(s->m);
     s->m = m;
@@ -119,13 +122,13 @@ static DBusMessage *copy_numbered(const wire_template *tpl, uint64_t seq) {
     return NULL;
 }
 
-DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, uint64_t origin) {
-    if (credential_fd < 0 && origin && seq && !atomic_load_explicit(&templates_broken, memory_order_relaxed)) {
+DBusMessage *cn_wire_build(const char *name, uint64_t seq, int credential_fd, uint64_t origin, uint32_t count) {
+    if (credential_fd < 0 && origin && seq && count <= 1 && !atomic_load_explicit(&templates_broken, memory_order_relaxed)) {
         const wire_template *tpl = template_for(name, origin);
         DBusMessage *m = tpl ? copy_numbered(tpl, seq) : NULL;
         if (m) return m;
     }
-    return build_new(name, seq, credential_fd, origin);
+    return build_new(name, seq, credential_fd, origin, count);
 }
 
 static int is_post(DBusMessage *msg) {
@@ -136,7 +139,8 @@ static int is_post(DBusMessage *msg) {
     return iface && (strcmp(iface, CN_INTERFACE) == 0 || strncmp(iface, CN_BUCKET_PREFIX, strlen(CN_BUCKET_PREFIX)) == 0);
 }
 
-/* After the name: `t` sequence, then an optional `h` credential, then an optional `t` origin. */
+/* After the name: `t` sequence, then an optional `h` credential, then an optional `t` origin, then
+ * after an origin an optional `u` count (0 reads as 1). */
 static void parse_after_name(DBusMessageIter *it, cn_wire_post *out) {
     if (!dbus_message_iter_next(it) || dbus_message_iter_get_arg_type(it) != DBUS_TYPE_UINT64) return;
     dbus_uint64_t v;
@@ -152,6 +156,11 @@ static void parse_after_name(DBusMessageIter *it, cn_wire_post *out) {
         dbus_uint64_t origin;
         dbus_message_iter_get_basic(it, &origin);
         out->origin = origin; /* 0: none */
+        if (origin && dbus_message_iter_next(it) && dbus_message_iter_get_arg_type(it) == DBUS_TYPE_UINT32) {
+            dbus_uint32_t count;
+            dbus_message_iter_get_basic(it, &count);
+            out->count = count ? count : 1;
+        }
     }
 }
 
@@ -159,7 +168,7 @@ cn_wire_result cn_wire_parse(DBusMessage *msg, cn_wire_post *out) {
     if (!is_post(msg)) return CN_WIRE_NOT_OURS;
     DBusMessageIter it;
     if (!dbus_message_iter_init(msg, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_STRING) return CN_WIRE_MALFORMED;
-    *out = (cn_wire_post){ NULL, 0, 0, 0, -1 };
+    *out = (cn_wire_post){ NULL, 0, 0, 0, -1, 1 };
     dbus_message_iter_get_basic(&it, &out->name);
     size_t len = strlen(out->name);
     if (len == 0 || len > CNOTIFY_NAME_MAX) return CN_WIRE_MALFORMED;
@@ -181,12 +190,12 @@ static uint32_t marshal_post(const char *name, uint64_t seq, uint64_t origin, ch
     CN_RETURN_IF_NULL(out_len, "length pointer");
     uint32_t st = CNotify_validate_name(name);
     if (st != NOTIFY_STATUS_OK) return st;
-    return cn_wire_marshal(cn_wire_build(name, seq, -1, origin), name, out_bytes, out_len);
+    return cn_wire_marshal(cn_wire_build(name, seq, -1, origin, 1), name, out_bytes, out_len);
 }
 
-/* The Post in `m` into the caller's buffers (`out_origin` NULL: not wanted). */
+/* The Post in `m` into the caller's buffers (`out_origin`, `out_count` NULL: not wanted). */
 static uint32_t copy_parsed(DBusMessage *m, char *out_name, size_t name_len, uint64_t *out_seq, int *out_has_seq,
-                            uint64_t *out_origin) {
+                            uint64_t *out_origin, uint32_t *out_count) {
     cn_wire_post post;
     if (cn_wire_parse(m, &post) != CN_WIRE_POST) {
         cn_set_error("a D-Bus message, but not a Post of docs/PROTOCOL.md (member, path, interface or arguments)");
@@ -201,6 +210,7 @@ static uint32_t copy_parsed(DBusMessage *m, char *out_name, size_t name_len, uin
     *out_seq = post.seq;
     *out_has_seq = post.has_seq;
     if (out_origin) *out_origin = post.origin;
+    if (out_count) *out_count = post.count;
     return NOTIFY_STATUS_OK;
 }
 
@@ -219,21 +229,22 @@ uint32_t CNotify_protocol_parse_post(const char *bytes, int len, char *out_name,
         dbus_error_free(&err);
         return NOTIFY_STATUS_INVALID_REQUEST;
     }
-    uint32_t st = copy_parsed(m, out_name, name_len, out_seq, out_has_seq, NULL);
+    uint32_t st = copy_parsed(m, out_name, name_len, out_seq, out_has_seq, NULL, NULL);
     dbus_message_unref(m);
     return st;
 }
 
 uint32_t CNotify_protocol_read_post(const void *message, char *out_name, size_t name_len, uint64_t *out_seq,
-                                    int *out_has_seq, uint64_t *out_origin) {
+                                    int *out_has_seq, uint64_t *out_origin, uint32_t *out_count) {
     cn_clear_error();
     CN_RETURN_IF_NULL(message, "message");
     CN_RETURN_IF_NULL(out_name, "name buffer");
     CN_RETURN_IF_NULL(out_seq, "sequence pointer");
     CN_RETURN_IF_NULL(out_has_seq, "has-sequence pointer");
     CN_RETURN_IF_NULL(out_origin, "origin pointer");
+    CN_RETURN_IF_NULL(out_count, "count pointer");
     return copy_parsed((DBusMessage *)message /* read, never changed */, out_name, name_len, out_seq, out_has_seq,
-                       out_origin);
+                       out_origin, out_count);
 }
 
 uint32_t CNotify_protocol_build_post(const char *name, uint64_t seq, char **out_bytes, int *out_len) {

@@ -21,7 +21,7 @@
  *
  * Order of the files (each calls only those before it, the channel's through its table, and the
  * bus files): channels, fast_wire, fast_files, fast_announce, fast_posters, fast_endpoint,
- * fast_accept, fast_peers, fast_post, fast_transport.
+ * fast_accept, fast_coalesce, fast_peers, fast_post, fast_transport.
  */
 #ifndef CNOTIFY_FAST_H
 #define CNOTIFY_FAST_H
@@ -197,6 +197,29 @@ void cn_endpoint_credentials(cn_fast *f, uint64_t request, int ok, pid_t pid, ui
 void cn_endpoint_sender_gone(cn_fast *f, const char *unique);
 void cn_endpoint_disconnected(cn_fast *f);
 
+/* ---- fast_coalesce.c: bus copies of posts that reached every known observer directly, per name
+ * at most one at once and one a CN_FAST_COALESCE_MS later standing for the rest (peers.lock) ---- */
+#define CN_FAST_COALESCE_MS 10          /* a name's bus copies are at least this far apart, the rest held */
+#define CN_FAST_COALESCE_NAMES 4096     /* names remembered; past it every held copy is sent, then forgotten */
+typedef struct cn_coalesced cn_coalesced;
+typedef struct cn_fast_coalesce {
+    cn_map names;                       /* name -> its cn_coalesced */
+    cn_coalesced **held;                /* names with posts held back */
+    size_t nheld, capheld;
+    _Atomic uint64_t due_at;            /* ms: the earliest held copy is due; UINT64_MAX: none (the loop's
+                                         * round then takes no lock) */
+} cn_fast_coalesce;
+void cn_coalesce_init(cn_fast_coalesce *c);
+void cn_coalesce_free(cn_fast *f);
+/* A post every observer the poster knows of took directly: on the bus now, or held. */
+uint32_t cn_coalesce_post_locked(cn_fast *f, const cn_outgoing_post *post);
+/* A post that needs its bus copy now: sent, carrying the posts of its name held so far. */
+uint32_t cn_coalesce_send_locked(cn_fast *f, const cn_outgoing_post *post);
+/* Every held copy sent (or, `send` 0, forgotten: the bus is gone). */
+void cn_coalesce_flush_locked(cn_fast *f, int send);
+/* Loop thread: the held copies that are due, sent; lowers *timeout_ms to the next. */
+void cn_coalesce_prepare(cn_fast *f, int *timeout_ms);
+
 /* ---- fast_peers.c: the poster's side ---- */
 typedef struct cn_fast_peer cn_fast_peer;
 enum { CN_K_KNOWN, CN_K_READY };
@@ -267,6 +290,7 @@ struct cn_fast {
     size_t fd_cap;                      /* connections either side keeps (CN_FAST_FD_SHARE), at creation */
     cn_fast_endpoint endpoint;
     cn_fast_peers peers;
+    cn_fast_coalesce coalesce;          /* under peers.lock */
     _Atomic uint64_t fast_sent, fast_delivered, duplicates, fallbacks, refused, bus_skipped;
     /* CNotify_fast_path_guards */
     _Atomic uint64_t unverified_closed, credential_asks, answers, answers_coalesced, bus_kept, drained;

@@ -257,6 +257,7 @@ static void adopt_locked(cn_fast *f, const char *unique, const char *token, cn_c
          * and its bus copy (cn_peers_post), so every post that went by the bus alone is on the
          * bus before the Sync, and every post after it has its direct copy too. */
         if (cn_fast_watch(f, &peer->io, EPOLLIN | EPOLLRDHUP) == 0) {
+            cn_coalesce_flush_locked(f, 1); /* no held bus copy comes after the barrier */
             if (cn_bus_fast_sync(f->bus_impl, unique, sync_token) == NOTIFY_STATUS_OK) {
                 peer->unchecked = 0;
                 peer->uid = who->uid;

@@ -1,8 +1,9 @@
 /*
  * fast_post.c: a post's direct copies (docs/PROTOCOL.md "Fast path", "Connecting", 4-5): from
  * the posting thread, under peers.lock (taken with the outbox's lock held), one non-blocking send
- * to each connected peer that wants the post, then its bus copy, which direct-only mode skips only
- * when every peer that announced wanting the post took it. A peer that reads slower than we post:
+ * to each connected peer that wants the post, then its bus copy: when every peer that announced
+ * wanting the post took it, direct-only mode skips it and the default mode coalesces it per name
+ * (fast_coalesce.c); else it goes now. A peer that reads slower than we post:
  * the next post waits for its room, holding no lock, at most CN_FAST_STALL_MS; one whose socket
  * had no room gets a new barrier (a SYNC frame and its Sync) before its next direct copy, or loses
  * its connection (and has the bus copies) until it is connected again after CN_FAST_RETRY_MS.
@@ -165,18 +166,22 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
         if (copy_to_peer_locked(f, peer, frame, n)) sent++;
         else failed++;
     }
-    /* Then the bus copy, still under the lock (see cn_peers_prepare's Sync). Direct only (opted
-     * into): none once the post reached an observer directly and every observer that announced
-     * it wants the post took it (none missed it, none is unconnected, no announcement went
-     * unkept). Foreign clients, and observers whose announcement has not come yet, do not get it:
-     * the cost of the opt-in. A miss sends it on the bus, behind the direct copies, which the
+    /* Then the bus copy, still under the lock (see cn_peers_prepare's Sync). When the post reached
+     * an observer directly and every observer that announced wanting it took it (none missed it,
+     * none is unconnected, no announcement went unkept), the bus copy is only for whoever we do
+     * not know of: foreign clients, and observers whose announcement has not come yet. Direct
+     * only (opted into): none. By default: coalesced per name (fast_coalesce.c), as notify(3)
+     * coalesces. Otherwise, now: a miss sends it on the bus, behind the direct copies, which the
      * observer reads first (fast_endpoint.c), so nothing this center is connected to loses it. */
     uint32_t st = NOTIFY_STATUS_OK;
-    if (direct_only && sent > 0 && failed == 0 && unreached == 0 && !p->unlisted) {
+    int all_took = sent > 0 && failed == 0 && unreached == 0 && !p->unlisted;
+    if (direct_only && all_took) {
         atomic_fetch_add(&f->bus_skipped, 1);
+    } else if (all_took && !reserved && !post->restricted) {
+        st = cn_coalesce_post_locked(f, post);
     } else {
         if (direct_only && sent > 0 && failed == 0) atomic_fetch_add(&f->bus_kept, 1);
-        st = f->bus->ops->send(f->bus, post);
+        st = cn_coalesce_send_locked(f, post);
     }
     cn_mutex_unlock(&p->lock);
     return st;

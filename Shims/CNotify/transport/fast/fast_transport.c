@@ -48,6 +48,9 @@ static void on_connected(void *ctx, uint64_t gen, int again) {
 static void on_disconnected(void *ctx) {
     cn_fast *f = ctx;
     if (cn_loop_on_thread(f->loop)) { /* else the first start failed: nothing was made */
+        cn_mutex_lock(&f->peers.lock);
+        cn_coalesce_flush_locked(f, 0); /* held for a bus that is gone */
+        cn_mutex_unlock(&f->peers.lock);
         cn_peers_disconnected(f);
         cn_endpoint_disconnected(f);
     }
@@ -77,6 +80,7 @@ static size_t source_prepare(void *ctx, struct pollfd *fds, size_t cap, int *tim
     cn_fast *f = ctx;
     cn_endpoint_prepare(f, timeout_ms);
     cn_peers_prepare(f, timeout_ms);
+    cn_coalesce_prepare(f, timeout_ms);
     if (cap == 0) return 0;
     fds[0] = (struct pollfd){ .fd = f->epoll_fd, .events = POLLIN };
     return 1;
@@ -131,7 +135,18 @@ static uint32_t fast_send(cn_transport *t, const cn_outgoing_post *post) {
 static uint32_t fast_send_distributed(cn_transport *t, const cn_outgoing_distributed *post) {
     return fast_of(t)->bus->ops->send_distributed(fast_of(t)->bus, post);
 }
-static uint32_t fast_flush(cn_transport *t, int timeout_ms) { return fast_of(t)->bus->ops->flush(fast_of(t)->bus, timeout_ms); }
+/* The held bus copies first (a process that exits flushes: its last posts reach foreign clients). */
+static void send_held(cn_fast *f) {
+    if (atomic_load_explicit(&f->coalesce.due_at, memory_order_relaxed) == UINT64_MAX) return; /* none held */
+    cn_mutex_lock(&f->peers.lock);
+    cn_coalesce_flush_locked(f, 1);
+    cn_mutex_unlock(&f->peers.lock);
+}
+static uint32_t fast_flush(cn_transport *t, int timeout_ms) {
+    cn_fast *f = fast_of(t);
+    send_held(f);
+    return f->bus->ops->flush(f->bus, timeout_ms);
+}
 
 static cn_rule_request *fast_subscribe_begin(cn_transport *t, const char *key, cn_key_kind kind, uint64_t gen) {
     cn_fast *f = fast_of(t);
@@ -156,6 +171,7 @@ static const char *fast_address(cn_transport *t) { return fast_of(t)->bus->ops->
 static void fast_destroy(cn_transport *t) {
     cn_fast *f = fast_of(t);
     f->bus->ops->destroy(f->bus);
+    cn_coalesce_free(f);
     cn_peers_free(f);
     cn_endpoint_free(f);
     close(f->epoll_fd);
@@ -165,6 +181,7 @@ static void fast_destroy(cn_transport *t) {
 void cn_fast_transport_set(cn_transport *t, int enabled) {
     cn_fast *f = fast_of(t);
     int was = atomic_exchange(&f->enabled, enabled);
+    if (was != enabled) send_held(f); /* held by the mode that ends */
     if (was && !enabled) {
         /* Posts take the bus alone from now on, and when the fast path is on again every
          * connection is made anew, each with its barrier (Sync) behind those bus-only posts. */
@@ -249,6 +266,7 @@ cn_transport *cn_fast_transport_new(const char *spec, int resolved, cn_bus_kind 
     cn_endpoint_init(&f->endpoint);
     f->endpoint.listen.ready = cn_endpoint_accept_ready;
     cn_peers_init(&f->peers);
+    cn_coalesce_init(&f->coalesce);
     cn_bus_fast_hooks hooks = { f, hook_endpoint, hook_refused, hook_query, hook_sync, hook_name_lost, hook_credentials };
     cn_bus_fast_set_hooks(f->bus_impl, &hooks);
     return &f->base;
