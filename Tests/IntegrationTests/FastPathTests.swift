@@ -45,6 +45,11 @@ extension IntegrationSuites {
             let watcher = try ChildProcess("/usr/bin/python3", [script, bus.address, "fp.a", "501"])
             defer { watcher.kill() }
             try watcher.waitForLine("ready")
+            // And dbus-monitor: it prints each copy's arguments, the count (`uint32`) after the origin.
+            let dbusMonitor = try ChildProcess("/usr/bin/dbus-monitor", ["--address", bus.address, "type='signal',path='/org/darwinnotify'"])
+            defer { dbusMonitor.kill() }
+            try repeatUntil("dbus-monitor to see a sentinel", action: { try notifyutilPost(["fp.dbus.sentinel"], bus: bus) },
+                            done: { dbusMonitor.stdout.contains("string \"fp.dbus.sentinel\"") })
             let observer = try peer()
             _ = try command(observer, "observe fp.a") { $0 == "observing fp.a" }
             let poster = try peer()
@@ -52,6 +57,14 @@ extension IntegrationSuites {
             _ = try command(poster, "post fp.a 500") { $0.hasPrefix("posted fp.a 500 ") }
             try watcher.waitForLine(timeout: 30) { $0.hasPrefix("copies=") }
             #expect(watcher.lines.contains { $0.hasSuffix(" stands_for=501 lost=0") }, "\(watcher.lines)")
+            try repeatUntil("dbus-monitor to show the last post", action: {}, done: { dbusMonitor.stdout.contains("uint64 501\n") })
+            // Each Post of fp.a as dbus-monitor prints it: its arguments, one per line.
+            let signals = dbusMonitor.stdout.components(separatedBy: "signal time=").filter { $0.contains("string \"fp.a\"") }
+            let counted = signals.map { body -> Int in
+                guard let line = body.split(separator: "\n").first(where: { $0.trimmingCharacters(in: .whitespaces).hasPrefix("uint32 ") }) else { return 1 }
+                return Int(line.trimmingCharacters(in: .whitespaces).dropFirst(7)) ?? -1000
+            }
+            #expect(counted.reduce(0, +) == 501 && signals.count < 501, "dbus-monitor: \(signals.count) copies standing for \(counted.reduce(0, +))")
             try observer.waitForLine(timeout: 60) { $0 == "got fp.a 501" }
             #expect(received(observer, "fp.a") == Array(1...501), "each once, in order: \(observer.lines.suffix(5))")
             // The monitor gets the last post (the held copy comes within 10 ms), and with the
