@@ -111,7 +111,8 @@ uint32_t cn_coalesce_post_locked(cn_fast *f, const cn_outgoing_post *post) {
 uint32_t cn_coalesce_send_locked(cn_fast *f, const cn_outgoing_post *post) {
     assert(cn_mutex_is_held(&f->peers.lock));
     cn_outgoing_post carried = *post;
-    cn_coalesced *e = post->restricted ? NULL : cn_map_get(&f->coalesce.names, post->name);
+    /* Nothing held, or a restricted name (never held): no look-up, the usual bus-path post. */
+    cn_coalesced *e = post->restricted || f->coalesce.nheld == 0 ? NULL : cn_map_get(&f->coalesce.names, post->name);
     if (e && e->count && e->origin == post->origin) {
         carried.count = e->count + 1; /* the held ones come with it */
         e->count = 0;
