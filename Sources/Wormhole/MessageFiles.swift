@@ -8,12 +8,21 @@ struct MessageFiles: Sendable {
     let coordinated: Bool
     let configuration: WormholeConfiguration
 
-    /// Replaces the message atomically (temporary file, fsync, rename).
-    func write(_ envelope: Envelope, identifier: String) throws(WormholeError) {
+    /// Replaces the message atomically: a complete file, synced (`syncToDisk`), renamed over
+    /// the message (SpareFile.swift). What is left to do after the announcement is returned.
+    @discardableResult
+    func write(_ envelope: Envelope, identifier: String) throws(WormholeError) -> SpareFiles.Replaced {
         let lock = coordinated ? try FileLock(layout.lock(identifier), exclusive: true, permissions: layout.filePermissions) : nil
         defer { lock?.unlock() }
-        try PosixFiles.replaceAtomically(layout.message(identifier), with: envelope.encoded(),
-                                         permissions: layout.filePermissions, sync: configuration.syncToDisk)
+        return try replace(identifier, with: envelope.encoded())
+    }
+
+    private func replace(_ identifier: String, with bytes: Data) throws(WormholeError) -> SpareFiles.Replaced {
+        guard configuration.syncToDisk else {
+            try PosixFiles.replaceAtomically(layout.message(identifier), with: bytes, permissions: layout.filePermissions, sync: false)
+            return .nothing
+        }
+        return try SpareFiles.shared.replace(layout.message(identifier), with: bytes, permissions: layout.filePermissions)
     }
 
     /// The current message, nil if there is none. A damaged file is quarantined and reported.
@@ -53,6 +62,8 @@ struct MessageFiles: Sendable {
     /// one, which is quarantined first); returning with the value set to nil clears the message.
     func update<T: Codable>(_ identifier: String, as type: T.Type,
                             _ body: (inout T?) throws -> Void) throws(WormholeError) -> T? {
+        var replaced = SpareFiles.Replaced.nothing
+        defer { replaced.finish() }
         let lock = try FileLock(layout.lock(identifier), exclusive: true, permissions: layout.filePermissions)
         defer { lock.unlock() }
         var value: T?
@@ -79,8 +90,7 @@ struct MessageFiles: Sendable {
         guard payload.count <= configuration.maxPayloadBytes else {
             throw WormholeError(.payloadTooLarge, "payload is \(payload.count) bytes, over the limit of \(configuration.maxPayloadBytes); nothing was written")
         }
-        try PosixFiles.replaceAtomically(layout.message(identifier), with: Envelope(kind: .json, payload: payload).encoded(),
-                                         permissions: layout.filePermissions, sync: configuration.syncToDisk)
+        replaced = try replace(identifier, with: Envelope(kind: .json, payload: payload).encoded())
         return value
     }
 

@@ -105,27 +105,34 @@ struct MessageQueue: Sendable {
     }
 
     /// Appends a message; returns its sequence number. Applies retention first.
+    ///
+    /// With `syncToDisk` and a `committer`, the message is not synced here: its file, whole,
+    /// linked and counted, is handed to the committer, which syncs it with the others of its
+    /// round and then announces it (GroupCommit.swift). Without a committer the file is synced
+    /// before it is linked, and the caller announces.
     /// - Throws: `.queueFull` (policy `.reject`), `.diskFull`, `.io`.
     @discardableResult
-    func append(_ envelope: Envelope) throws(WormholeError) -> UInt64 {
+    func append(_ envelope: Envelope, committer: GroupCommit? = nil) throws(WormholeError) -> UInt64 {
         let bytes = envelope.encoded()
         let lock = try lock(exclusive: true)
         defer { lock.unlock() }
         var state = try initializedState(lock)
-        let temp = try PosixFiles.writeTemporary(bytes, in: directory, permissions: layout.filePermissions,
-                                                 sync: configuration.syncToDisk)
-        defer { unlink(temp.string) }
+        let grouped = configuration.syncToDisk && committer != nil
+        let file = try MessageFile(bytes, in: directory, permissions: layout.filePermissions,
+                                   sync: configuration.syncToDisk && !grouped)
+        defer { file.discard() }
         try applyRetention(&state, adding: UInt64(bytes.count))
         var sequence = state.head
         // A writer that died between linking its file and saving the state left the file behind:
         // it is a complete message, so it is kept and counted, and this one goes after it.
-        while try !PosixFiles.link(temp, to: path(of: sequence)) {
+        while try !file.link(to: path(of: sequence)) {
             state.bytes += fileSize(path(of: sequence))
             sequence += 1
         }
         state.head = sequence + 1
         state.bytes += UInt64(bytes.count)
         try writeState(state, lock)
+        if grouped, let committer { try committer.add(file.release(), identifier: identifier) }
         return sequence
     }
 
@@ -230,6 +237,56 @@ struct MessageQueue: Sendable {
         while state.tail < state.head { try removeOldest(&state) }
         state.bytes = 0
         try writeState(state, lock)
+    }
+}
+
+/// A queue message's file while it is written: unnamed (`O_TMPFILE`) where the file system and
+/// /proc allow, so a writer that dies before linking it leaves nothing behind, and linking it
+/// under its sequence is one `linkat`; else a `.tmp-…` file, linked, then unlinked.
+final class MessageFile {
+    private var fd: Int32?
+    private let temp: FilePath?
+
+    init(_ bytes: Data, in directory: FilePath, permissions: FilePermissions, sync: Bool) throws(WormholeError) {
+        let fd = PosixFiles.canNameUnnamedFiles
+            ? open(directory.string, PosixFiles.unnamedFile | O_RDWR | O_CLOEXEC, permissions.rawValue) : -1
+        guard fd >= 0 else {
+            temp = try PosixFiles.writeTemporary(bytes, in: directory, permissions: permissions, sync: sync)
+            self.fd = sync ? nil : open(temp!.string, O_RDONLY | O_CLOEXEC)
+            return
+        }
+        temp = nil
+        do {
+            try PosixFiles.setExactPermissions(FileDescriptor(rawValue: fd), permissions)
+            _ = try bytes.withUnsafeBytes { try FileDescriptor(rawValue: fd).writeAll($0) }
+            if sync, fsync(fd) != 0 { throw Errno(rawValue: errno) }
+        } catch {
+            close(fd)
+            throw .io("write a message in \(directory)", error as? Errno ?? .ioError)
+        }
+        self.fd = fd
+    }
+
+    /// Links the file at `destination` unless something is there (false).
+    func link(to destination: FilePath) throws(WormholeError) -> Bool {
+        if let temp { return try PosixFiles.link(temp, to: destination) }
+        guard let fd else { throw WormholeError(.unsupported, "message file already handed over") }
+        if linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, destination.string, AT_SYMLINK_FOLLOW) == 0 { return true }
+        if errno == EEXIST { return false }
+        throw .io("link \(destination)", Errno(rawValue: errno))
+    }
+
+    /// The open file, for the committer to sync and close (-1 if it was synced already).
+    func release() -> Int32 {
+        defer { fd = nil }
+        return fd ?? -1
+    }
+
+    /// Removes the temporary name and closes what was not handed over.
+    func discard() {
+        if let temp { unlink(temp.string) }
+        if let fd { close(fd) }
+        fd = nil
     }
 }
 

@@ -4,8 +4,16 @@
 // asks its store instead of switching on the transiting at each call.
 import SystemPackage
 
+/// What a written message leaves to the wormhole.
+enum Written: Sendable {
+    /// Announce it now, then finish the replacement (SpareFile.swift).
+    case announce(SpareFiles.Replaced)
+    /// The store announces it itself, once it is synced (GroupCommit.swift).
+    case announcedBySync
+}
+
 protocol MessageStore: Sendable {
-    func write(_ envelope: Envelope, identifier: String) throws(WormholeError)
+    func write(_ envelope: Envelope, identifier: String) throws(WormholeError) -> Written
     /// A mirrored copy: a latest-message store keeps it only if it is newer than what it holds.
     /// Returns false when it was not kept.
     func mirror(_ envelope: Envelope, message: WormholeMessage, identifier: String) throws(WormholeError) -> Bool
@@ -21,15 +29,15 @@ protocol MessageStore: Sendable {
 struct LatestMessageStore: MessageStore {
     let files: MessageFiles
 
-    func write(_ envelope: Envelope, identifier: String) throws(WormholeError) {
-        try files.write(envelope, identifier: identifier)
+    func write(_ envelope: Envelope, identifier: String) throws(WormholeError) -> Written {
+        .announce(try files.write(envelope, identifier: identifier))
     }
 
     func mirror(_ envelope: Envelope, message: WormholeMessage, identifier: String) throws(WormholeError) -> Bool {
         // Last writer wins, by the time it was passed: an older copy never replaces a newer one.
         if let current = try? files.read(identifier),
            current.messageID == message.messageID || current.passedAt > message.passedAt { return false }
-        try files.write(envelope, identifier: identifier)
+        try files.write(envelope, identifier: identifier).finish()
         return true
     }
 
@@ -51,12 +59,17 @@ struct LatestMessageStore: MessageStore {
 struct QueueStore: MessageStore {
     let layout: Layout
     let configuration: WormholeConfiguration
+    /// Syncs and announces passes in groups, when they are synced at all (not on tmpfs).
+    let committer: GroupCommit?
 
     func queue(_ identifier: String) -> MessageQueue {
         MessageQueue(layout: layout, identifier: identifier, configuration: configuration)
     }
 
-    func write(_ envelope: Envelope, identifier: String) throws(WormholeError) { try queue(identifier).append(envelope) }
+    func write(_ envelope: Envelope, identifier: String) throws(WormholeError) -> Written {
+        try queue(identifier).append(envelope, committer: committer)
+        return committer == nil ? .announce(.nothing) : .announcedBySync
+    }
 
     func mirror(_ envelope: Envelope, message: WormholeMessage, identifier: String) throws(WormholeError) -> Bool {
         try queue(identifier).append(envelope)

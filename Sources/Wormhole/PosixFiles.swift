@@ -220,6 +220,19 @@ enum PosixFiles {
         return best.type == "tmpfs" || best.type == "ramfs"
     }
 
+    /// `O_TMPFILE`, a macro Swift does not import: `__O_TMPFILE | O_DIRECTORY`, with
+    /// `__O_TMPFILE` 020000000 on x86-64, arm64 and the other architectures of asm-generic.
+    static let unnamedFile: Int32 = 0o20000000 | O_DIRECTORY
+
+    /// Whether an unnamed file can be given a name: `linkat` of /proc/self/fd/N (the other way,
+    /// `AT_EMPTY_PATH`, needs CAP_DAC_READ_SEARCH). Not without /proc (a chroot).
+    static let canNameUnnamedFiles = access("/proc/self/fd", X_OK) == 0
+
+    /// glibc's `renameat2` (2.28 and later), which Swift's Glibc module does not declare;
+    /// called with `RENAME_EXCHANGE` (2, from <linux/fs.h>). Nil without it: a plain rename.
+    static let renameExchange: (@convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32)? =
+        dlsym(nil, "renameat2").map { unsafeBitCast($0, to: (@convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32).self) }
+
     /// Removes a file; a missing file is not an error.
     static func remove(_ path: FilePath) throws(WormholeError) {
         if unlink(path.string) != 0 && errno != ENOENT { throw .io("unlink \(path)", Errno(rawValue: errno)) }

@@ -53,9 +53,21 @@ public final class Wormhole: Sendable {
         var storage = configuration
         if PosixFiles.isInMemory(layout.base) { storage.syncToDisk = false }
         self.storage = storage
-        store = transiting == .queue
-            ? QueueStore(layout: layout, configuration: storage)
-            : LatestMessageStore(files: MessageFiles(layout: layout, coordinated: transiting == .coordinated, configuration: storage))
+        if transiting == .queue {
+            // The committer announces with the center, not through self: no cycle.
+            let group = container.group
+            let committer = storage.syncToDisk ? GroupCommit { (identifier: String) throws(WormholeError) in
+                do throws(NotifyError) {
+                    try center.post(Names.notificationName(group: group, directory: directory, identifier: identifier))
+                } catch {
+                    throw WormholeError.notification(error,
+                        "message '\(identifier)' is stored, but announcing it failed; listeners see it at the next announcement")
+                }
+            } : nil
+            store = QueueStore(layout: layout, configuration: storage, committer: committer)
+        } else {
+            store = LatestMessageStore(files: MessageFiles(layout: layout, coordinated: transiting == .coordinated, configuration: storage))
+        }
     }
 
     /// The notification name that announces messages of `identifier` (docs/PROTOCOL.md).
@@ -106,8 +118,23 @@ public final class Wormhole: Sendable {
             throw WormholeError(.payloadTooLarge,
                 "payload for '\(identifier)' is \(payload.count) bytes, over the limit of \(configuration.maxPayloadBytes); nothing was written")
         }
-        try store.write(Envelope(kind: kind, payload: payload), identifier: identifier)
-        try announce(identifier)
+        switch try store.write(Envelope(kind: kind, payload: payload), identifier: identifier) {
+        case .announce(let replaced):
+            defer { replaced.finish() }
+            try announce(identifier)
+        case .announcedBySync:
+            break
+        }
+    }
+
+    /// Waits until every message this wormhole passed is on the disk and announced. A `queue`
+    /// wormhole on disk syncs and announces its passes in groups, after `pass` returned
+    /// (docs/PROTOCOL.md, "Wormhole files"); the other kinds are synced and announced before
+    /// `pass` returns, and this returns at once. A process that exits flushes too.
+    /// - Throws: what failed in a sync or announcement after its pass had returned (`.io`,
+    ///   `.notification`); the message itself is kept.
+    public func flush() throws(WormholeError) {
+        try (store as? QueueStore)?.committer?.flush()
     }
 
     func announce(_ identifier: String) throws(WormholeError) {

@@ -20,11 +20,12 @@ func wormholeSuite(_ options: Options) async throws -> (rows: [Row], metrics: [M
     }
     let perRound = max(1, options.samples / options.rounds / 4)
     let bigPerRound = max(10, perRound / 20)
-    var notification = Samples(), floor = Samples()
+    var notification = Samples(), floor = Samples(), datasync = Samples()
     var small: [String: Samples] = [:], big: [String: Samples] = [:]
     for _ in 0..<options.rounds {
         notification.add(try await PingPong.measure(.swiftClosure, bus: bus.address, samples: perRound, warmup: options.warmup))
         floor.add(try await PingPong.measure(.floor, bus: bus.address, samples: perRound, warmup: options.warmup))
+        datasync.add(try appendDatasync(in: diskRoot, samples: perRound))
         for (place, root) in [("disk", diskRoot), ("tmpfs", tmpfsRoot)] {
             small[place, default: Samples()].add(try wormholePing(bus: bus.address, root: root, size: 1024,
                                                                   samples: perRound, warmup: options.warmup / 4))
@@ -39,6 +40,13 @@ func wormholeSuite(_ options: Options) async throws -> (rows: [Row], metrics: [M
         Row(label: "1 KiB, tmpfs, vs notification", samples: small["tmpfs"]!, reference: notification.p50, target: 2.5),
     ]
     var metrics: [Metric] = []
+    // Issue 36's yardstick: one way on disk against a notification plus 1.2 × one fdatasync of a
+    // 1 KiB append, both measured in these rounds.
+    let budget = notification.p50 + 1.2 * datasync.p50
+    metrics.append(Metric(label: "1 KiB disk one way vs notification + 1.2 × fdatasync (1 KiB append)",
+                          value: small["disk"]!.p50 / budget, unit: "×", reference: nil, goal: .atMost(1.0),
+                          note: String(format: "%.1f µs against %.1f + 1.2 × %.1f µs (fdatasync p99 %.1f)",
+                                       small["disk"]!.p50, notification.p50, datasync.p50, datasync.p99)))
     for place in ["disk", "tmpfs"] {
         let s = big[place]!
         metrics.append(Metric(label: "1 MiB pass → listener, \(place)\(place == "disk" ? " (fsync)" : ""), p50",
@@ -64,6 +72,25 @@ private func benchDirectory(in parent: String) throws -> String {
 private func openWormhole(bus: String, root: String, transiting: Transiting) throws -> Wormhole {
     let container = try GroupContainer(group: "group.bench", environment: ["DARWIN_NOTIFY_CONTAINER_ROOT": root])
     return try Wormhole(group: "group.bench", transiting: transiting, container: container, center: try NotifyCenter(bus: bus))
+}
+
+/// write(2) of 1 KiB at the end of a file, then fdatasync: the disk's own cost of one small
+/// durable write, in the wormhole's directory.
+private func appendDatasync(in root: String, samples: Int) throws -> Samples {
+    let path = root + "/datasync-probe"
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw BenchError("cannot create \(path): errno \(errno)") }
+    defer { close(fd); unlink(path) }
+    let block = [UInt8](repeating: 0x63, count: 1024)
+    var result = Samples()
+    for _ in 0..<samples {
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        guard block.withUnsafeBytes({ write(fd, $0.baseAddress, 1024) }) == 1024, fdatasync(fd) == 0 else {
+            throw BenchError("write or fdatasync of \(path) failed: errno \(errno)")
+        }
+        result.record(DispatchTime.now().uptimeNanoseconds - t0)
+    }
+    return result
 }
 
 /// One-way pass → listener time in another process, as round trip / 2.

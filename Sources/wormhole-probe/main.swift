@@ -33,6 +33,7 @@ do {
         let wormhole = try Wormhole(group: args[2], transiting: .queue)
         guard let writer = Int(args[4]), let count = Int(args[5]) else { fail("bad numbers") }
         for i in 0..<count { try wormhole.pass(Tick(w: writer, i: i), identifier: args[3]) }
+        try wormhole.flush()
         print("done \(count)")
     case "increment" where args.count == 5:
         let wormhole = try Wormhole(group: args[2], transiting: .coordinated)

@@ -158,7 +158,10 @@ extension WormholeCommand {
                 throw WormholeCLIError("read nothing on standard input (no JSON argument was given, so the message is read from stdin); pass the JSON as an argument or pipe it in")
             }
             try JSONText.validate(text)
-            try options.open(address.group).passJSON(text, identifier: address.identifier)
+            let wormhole = try options.open(address.group)
+            try wormhole.passJSON(text, identifier: address.identifier)
+            // A queue on disk announces after its group's sync: done before the tool says it passed.
+            try wormhole.flush()
         }
     }
 
