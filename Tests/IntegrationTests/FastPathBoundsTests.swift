@@ -119,6 +119,32 @@ extension IntegrationSuites {
             observer.closeStdin()
         }
 
+        @Test("a post its observer took in a connection it never read (closed unproved: its proof came too late, as under load) keeps its own bus copy, not one coalesced into a later copy's count: 1...201 delivered once, in order (issue 36: notify-bench peers lost 143 of 60,000 this way, gaps 0)")
+        func unreadConnectionKeepsBusCopies() throws {
+            let bus = try TestBus()
+            let observer = try peer(bus.environment.merging(["DARWIN_NOTIFY_TEST_LATE_PROOFS": "1"]) { $1 }, observing: "fp.late")
+            defer { observer.kill(SIGCONT); observer.kill() }
+            let poster = try peer(bus.environment)
+            defer { poster.kill() }
+            _ = try command(poster, "post fp.late 1") { $0.hasPrefix("posted fp.late 1 ") }
+            try observer.waitForLine(timeout: 30) { $0 == "got fp.late 1" }
+            // Connected (found by its Query), then the observer stopped: it reads nothing, the
+            // kernel still takes the frames. Its proof never comes in time (the hook): the
+            // connection is closed unread (after 2 s; a new one is made a second later, and is
+            // closed the same way).
+            let connected = try command(poster, "peers 1") { $0.hasPrefix("peers ") }
+            #expect(connected == "peers 1")
+            observer.kill(SIGSTOP)
+            _ = try command(poster, "post fp.late 200") { $0.hasPrefix("posted fp.late 200 ") }
+            observer.kill(SIGCONT)
+            try observer.waitForLine(timeout: 30) { $0 == "got fp.late 201" }
+            #expect(received(observer, "fp.late") == Array(1...201), "\(received(observer, "fp.late").count) delivered: \(received(observer, "fp.late").suffix(5))")
+            let seen = try stats(observer)
+            #expect(seen["fast_delivered"] == 0 && seen["gaps"] == 0, "\(seen)")
+            poster.closeStdin()
+            observer.closeStdin()
+        }
+
         @Test("item 2: a poster that connects again (as when an observer's buckets grow) has its old connection read to its end before the new one: 270 frames left in the old socket and 200 on the new, the observer stopped meanwhile, all delivered in order")
         func reconnectingPosterIsReadToTheEnd() throws {
             let bus = try TestBus()

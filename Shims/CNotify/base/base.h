@@ -390,6 +390,10 @@ size_t cn_plist_weight(const CNotify_plist *p);  /* what counts against CNOTIFY_
 /* DARWIN_NOTIFY_TEST_START_DELAY_MS: widens the moment between the loop thread's creation and
  * the return of the first start. */
 void cn_test_start_delay(void);
+/* DARWIN_NOTIFY_TEST_LATE_PROOFS=1: this endpoint takes no Sync as the proof of a new connection,
+ * as when every Sync comes after the proof time (a bus behind by seconds): each connection is
+ * closed unproved, its frames unread. */
+int cn_test_late_proofs(void);
 /* Key comparisons this thread's property-list look-ups made (plist.c): a test measures that a
  * look-up is O(1). */
 extern _Thread_local unsigned long cn_test_plist_compares;

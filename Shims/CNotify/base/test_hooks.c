@@ -2,6 +2,15 @@
 #include <stdlib.h>
 #include "base.h"
 
+int cn_test_late_proofs(void) {
+    static int late = -1; /* read once: getenv is not safe against a setenv elsewhere, and this is hot */
+    if (late < 0) {
+        const char *v = getenv("DARWIN_NOTIFY_TEST_LATE_PROOFS");
+        late = v && v[0] == '1' && v[1] == '\0';
+    }
+    return late;
+}
+
 void cn_test_start_delay(void) {
     const char *ms = getenv("DARWIN_NOTIFY_TEST_START_DELAY_MS");
     if (!ms || !*ms) return;

@@ -69,6 +69,8 @@ typedef struct cn_channel_ops {
     void (*read)(cn_channel *c, unsigned max, cn_channel_frames *out);
     /* 1 when what was sent and not read yet fills more than half of what the connection holds. */
     int (*pressed)(cn_channel *c);
+    /* 0 when the other end has read every frame sent on `c`; 1 when some wait unread; -1 unknown. */
+    int (*unread)(cn_channel *c);
     /* What await_room waits on for connection `c`, copied out (under the caller's lock): it stays
      * safe to wait on with no lock held, after the connection was closed too. */
     void (*waiter)(cn_channel *c, cn_channel_waiter *out);

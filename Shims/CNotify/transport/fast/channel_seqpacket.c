@@ -155,6 +155,12 @@ static int sp_pressed(cn_channel *c) {
     return s->sndbuf > 0 && ioctl(c->fd, SIOCOUTQ, &queued) == 0 && queued > s->sndbuf / 2;
 }
 
+static int sp_unread(cn_channel *c) {
+    int queued = 0;
+    if (ioctl(c->fd, SIOCOUTQ, &queued) != 0) return -1;
+    return queued > 0;
+}
+
 static void sp_waiter(cn_channel *c, cn_channel_waiter *out) { out->fd = c->fd; }
 
 static int sp_await_room(const cn_channel_waiter *w, size_t n, int timeout_ms) {
@@ -192,6 +198,7 @@ const cn_channel_ops cn_channel_seqpacket = {
     .send = sp_send,
     .read = sp_read,
     .pressed = sp_pressed,
+    .unread = sp_unread,
     .waiter = sp_waiter,
     .await_room = sp_await_room,
     .close = sp_close,

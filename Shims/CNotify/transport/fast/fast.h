@@ -239,6 +239,10 @@ struct cn_fast_peer {
     uint64_t behind_since;              /* ms: its socket had no room for a post; 0: keeping up */
     uint64_t pressed_since;             /* ms: its connection was found over half full; 0: not */
     unsigned unchecked;                 /* direct copies since the last look at how full it is */
+    /* This connection: a direct copy sent; the observer seen to read one (its socket found empty
+     * after a direct copy, so it is past its barrier and reads this connection before any later
+     * bus copy of ours). Until then a post it took keeps its bus copy (fast_coalesce.c). */
+    unsigned char posted, reads;
 };
 
 typedef struct cn_fast_peers {

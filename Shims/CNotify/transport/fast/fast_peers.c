@@ -260,6 +260,7 @@ static void adopt_locked(cn_fast *f, const char *unique, const char *token, cn_c
             cn_coalesce_flush_locked(f, 1); /* no held bus copy comes after the barrier */
             if (cn_bus_fast_sync(f->bus_impl, unique, sync_token) == NOTIFY_STATUS_OK) {
                 peer->unchecked = 0;
+                peer->posted = peer->reads = 0;
                 peer->uid = who->uid;
                 peer->gid = who->gid;
                 peer->state = CN_K_READY;

@@ -120,12 +120,16 @@ static void note_origin(cn_fast *f, uint64_t origin) {
 }
 
 /* The frame to one connected peer, non-blocking: 1 sent, 0 not (it then needs the bus copy).
- * peers.lock held. */
+ * peers.lock held. Before it, whether the observer reads this connection yet: a connection it
+ * has not read past its barrier may be closed unread (a proof that came too late, a cap at
+ * accept), and a frame in it is no copy the observer will have (peer->reads). */
 static int copy_to_peer_locked(cn_fast *f, cn_fast_peer *peer, const unsigned char *frame, size_t n) {
     if (peer->behind_since && !resync_locked(f, peer)) return 0; /* still no room: the bus copy */
+    if (peer->posted && !peer->reads && f->chan->unread(peer->io.ch) == 0) peer->reads = 1;
     int sent = f->chan->send(peer->io.ch, frame, n);
     if (sent == 1) {
         atomic_fetch_add(&f->fast_sent, 1);
+        peer->posted = 1;
         look_at_room_locked(f, peer);
         return 1;
     }
@@ -144,7 +148,7 @@ static int copy_to_peer_locked(cn_fast *f, cn_fast_peer *peer, const unsigned ch
 
 uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only) {
     cn_fast_peers *p = &f->peers;
-    int sent = 0, failed = 0, unreached = 0;
+    int sent = 0, failed = 0, unreached = 0, unproven = 0;
     note_origin(f, post->origin);
     unsigned bucket = cn_fast_bucket(post->name);
     cn_guard guard; /* who may read it: a user.uid.N name N and root, a reserved one as its r bits say */
@@ -163,8 +167,12 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
         /* user.uid.N: to N's processes (and root's) only, as no other may need it; a reserved
          * name to those its mode lets observe it. */
         if (reserved && !cn_guard_may_read(&guard, peer->uid, &peer->gid, 1)) continue;
-        if (copy_to_peer_locked(f, peer, frame, n)) sent++;
-        else failed++;
+        if (copy_to_peer_locked(f, peer, frame, n)) {
+            sent++;
+            if (!peer->reads) unproven++;
+        } else {
+            failed++;
+        }
     }
     /* Then the bus copy, still under the lock (see cn_peers_prepare's Sync). When the post reached
      * an observer directly and every observer that announced wanting it took it (none missed it,
@@ -177,7 +185,10 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
     int all_took = sent > 0 && failed == 0 && unreached == 0 && !p->unlisted;
     if (direct_only && all_took) {
         atomic_fetch_add(&f->bus_skipped, 1);
-    } else if (all_took && !reserved && !post->restricted) {
+    } else if (all_took && unproven == 0 && !reserved && !post->restricted) {
+        /* Held only for observers seen reading their connection: a copy it took but may never
+         * read (a connection closed before its proof) would be stood for by a later bus copy's
+         * count, and that observer would have it nowhere. */
         st = cn_coalesce_post_locked(f, post);
     } else {
         if (direct_only && sent > 0 && failed == 0) atomic_fetch_add(&f->bus_kept, 1);

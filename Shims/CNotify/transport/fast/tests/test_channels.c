@@ -169,8 +169,10 @@ static void full(void) {
         unsigned drained = 0;
         do { ch->read(p.observer, CN_CHANNEL_BATCH, &got); drained += got.count; } while (got.count);
         CHECK(drained == sent, "%s: %u of %u frames read from a full connection", ch->name, drained, sent);
+        CHECK(ch->unread(p.poster) == 0, "%s: frames said unread after every one was read", ch->name);
         CHECK(ch->await_room(one, 1, 2000) == 1, "%s: no room after everything was read", ch->name);
         CHECK(!ch->pressed(p.poster) && ch->send(p.poster, frame, len) == 1, "%s: still full after a drain", ch->name);
+        CHECK(ch->unread(p.poster) == 1, "%s: a frame sent and not read is not said unread", ch->name);
         CHECK(ch->await_room(NULL, 0, 0) == 1, "%s: awaiting none did not return at once", ch->name);
     }
     close_pair(&p);
