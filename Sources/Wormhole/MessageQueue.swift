@@ -251,8 +251,17 @@ final class MessageFile {
         let fd = PosixFiles.canNameUnnamedFiles
             ? open(directory.string, PosixFiles.unnamedFile | O_RDWR | O_CLOEXEC, permissions.rawValue) : -1
         guard fd >= 0 else {
-            temp = try PosixFiles.writeTemporary(bytes, in: directory, permissions: permissions, sync: sync)
-            self.fd = sync ? nil : open(temp!.string, O_RDONLY | O_CLOEXEC)
+            let named = try PosixFiles.writeTemporary(bytes, in: directory, permissions: permissions, sync: sync)
+            temp = named
+            guard !sync else { self.fd = nil; return }
+            // Unsynced: its committer syncs it later, through a descriptor.
+            let reopened = open(named.string, O_RDONLY | O_CLOEXEC)
+            guard reopened >= 0 else {
+                let error = Errno(rawValue: errno)
+                unlink(named.string)
+                throw .io("open \(named)", error)
+            }
+            self.fd = reopened
             return
         }
         temp = nil

@@ -94,7 +94,12 @@ final class SpareFiles: Sendable {
             }
             temp = directory.appending(PosixFiles.temporaryName())
         }
-        if let exchange = PosixFiles.renameExchange, exchange(AT_FDCWD, temp.string, AT_FDCWD, destination.string, 2) == 0 {
+        // Never exchanged with a directory someone made there: that would hide it under the
+        // temporary name. A plain rename fails on it, as the plain path always did.
+        var info = stat()
+        let isDirectory = lstat(destination.string, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+        if !isDirectory, let exchange = PosixFiles.renameExchange,
+           exchange(AT_FDCWD, temp.string, AT_FDCWD, destination.string, 2) == 0 {
             return Replaced(previous: temp, directory: directory, permissions: permissions, size: bytes.count, prepare: true)
         }
         // No message yet (ENOENT), or no exchange on this file system: a plain rename.

@@ -32,6 +32,17 @@ extension IntegrationSuites {
             #expect(try messageFiles() == ["sized"])
         }
 
+        @Test("file on disk: a directory someone made at a message's path fails the pass, as before, and stays where it is with what it holds (never exchanged away under a hidden name)")
+        func directoryAtMessagePath() throws {
+            let wormhole = try fixture.wormhole()
+            try wormhole.pass(1, identifier: "other") // the container, and a spare for the next pass
+            let path = fixture.root + "/group.test/wormhole/messages/taken"
+            try FileManager.default.createDirectory(atPath: path + "/inside", withIntermediateDirectories: true)
+            #expect(throws: WormholeError.self) { try wormhole.pass(2, identifier: "taken") }
+            #expect(FileManager.default.fileExists(atPath: path + "/inside"))
+            #expect(try messageFiles() == ["other", "taken"])
+        }
+
         struct Tick: Codable, Sendable { var t: Int; var i: Int }
 
         @Test("file on disk: a listener in another process gets 200 passes from two threads, each at most once, the last one last; no temporary file stays")
