@@ -37,11 +37,10 @@ final class SpareFiles: Sendable {
 
     private struct Key: Hashable { let directory: String; let permissions: UInt16 }
     private struct Spare { let fd: Int32; let size: Int; let pid: pid_t }
-    private let spares = Mutex<[Key: [Spare]]>([:])
-    /// Spares made at once. Batches of 4 and 8 (one open and write each, then the fsyncs) gave a
-    /// lower median on this disk but a p99 of 0.9-2.3 ms, the stall of making the batch landing
-    /// on another pass; one at a time kept p99 under the plain path's (BENCHMARKS.md).
-    static let batch = 1
+    /// One spare at a time. Batches of 4 and 8 (one open and write each, then the fsyncs) were
+    /// measured: a lower median on this disk but a p99 of 0.9-2.3 ms, the stall of making the
+    /// batch landing on another pass (BENCHMARKS.md).
+    private let spares = Mutex<[Key: Spare]>([:])
 
     /// What a replacement leaves to do once the listeners were told: unlink the previous message
     /// (now under a temporary name) and prepare the next spare.
@@ -113,46 +112,38 @@ final class SpareFiles: Sendable {
 
     private func take(_ directory: FilePath, _ permissions: FilePermissions) -> Spare? {
         let key = Key(directory: directory.string, permissions: UInt16(permissions.rawValue))
-        let (spare, stale) = spares.withLock { table -> (Spare?, [Spare]) in
-            guard var pool = table[key], let last = pool.popLast() else { return (nil, []) }
-            // Made before a fork by the parent, which may write them too: the child makes its own.
-            guard last.pid == getpid() else { table[key] = nil; return (nil, pool + [last]) }
-            table[key] = pool
-            return (last, [])
-        }
-        for old in stale { close(old.fd) }
+        guard let spare = spares.withLock({ $0.removeValue(forKey: key) }) else { return nil }
+        // Made before a fork by the parent, which may write it too: the child makes its own.
+        guard spare.pid == getpid() else { close(spare.fd); return nil }
         return spare
     }
 
-    /// Makes the next spares of `directory` when none is left: `batch` of them, written, then
-    /// synced one after the other. When it cannot (no
-    /// `O_TMPFILE` on this file system, no space), the next pass takes the plain path.
+    /// Makes the next spare of `directory`, unless one is there. When it cannot (no `O_TMPFILE`
+    /// on this file system, no space), the next pass takes the plain path.
     func prepare(in directory: FilePath, permissions: FilePermissions, size: Int) {
         let key = Key(directory: directory.string, permissions: UInt16(permissions.rawValue))
-        if spares.withLock({ !($0[key]?.isEmpty ?? true) }) { return }
+        if spares.withLock({ $0[key]?.pid == getpid() }) { return }
+        let fd = open(directory.string, PosixFiles.unnamedFile | O_RDWR | O_CLOEXEC, permissions.rawValue)
+        guard fd >= 0 else { return }
         let zeros = [UInt8](repeating: 0, count: size)
-        var made: [Spare] = []
-        for _ in 0..<SpareFiles.batch {
-            let fd = open(directory.string, PosixFiles.unnamedFile | O_RDWR | O_CLOEXEC, permissions.rawValue)
-            guard fd >= 0 else { break }
-            guard (try? PosixFiles.setExactPermissions(FileDescriptor(rawValue: fd), permissions)) != nil,
-                  zeros.withUnsafeBytes({ pwrite(fd, $0.baseAddress, size, 0) }) == size else { close(fd); break }
-            made.append(Spare(fd: fd, size: size, pid: getpid()))
+        guard (try? PosixFiles.setExactPermissions(FileDescriptor(rawValue: fd), permissions)) != nil,
+              zeros.withUnsafeBytes({ pwrite(fd, $0.baseAddress, size, 0) }) == size, fsync(fd) == 0 else {
+            close(fd)
+            return
         }
-        let ready = made.filter { fsync($0.fd) == 0 }
-        for failed in made where !ready.contains(where: { $0.fd == failed.fd }) { close(failed.fd) }
-        let extra = spares.withLock { table -> [Spare] in
-            var pool = (table[key] ?? []).filter { $0.pid == getpid() }
-            pool += ready
-            let keep = pool.suffix(SpareFiles.batch)
-            var dropped = Array(pool.dropLast(keep.count))
+        let spare = Spare(fd: fd, size: size, pid: getpid())
+        let dropped = spares.withLock { table -> [Int32] in
+            // Another thread of this process made one meanwhile: keep that one.
+            if let existing = table[key], existing.pid == getpid() { return [fd] }
+            var dropped: [Int32] = []
+            if let stale = table.removeValue(forKey: key) { dropped.append(stale.fd) }
             // A process that writes in many directories (a test run) keeps spares for a few.
-            while table[key] == nil, table.count >= SpareFiles.maxDirectories, let other = table.keys.first {
-                dropped += table.removeValue(forKey: other) ?? []
+            while table.count >= SpareFiles.maxDirectories, let other = table.keys.first {
+                if let old = table.removeValue(forKey: other) { dropped.append(old.fd) }
             }
-            table[key] = Array(keep)
+            table[key] = spare
             return dropped
         }
-        for spare in extra { close(spare.fd) }
+        for old in dropped { close(old) }
     }
 }
