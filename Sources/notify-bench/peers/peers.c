@@ -75,6 +75,11 @@ typedef struct system_ops {
     const char *(*next)(int timeout_ms);
     void (*await_subscribers)(int count);           /* publishers of zmq, uds and darwin; others: nothing */
     void (*flush)(void);
+    /* Systems that deliver by callback on their own thread (darwin): counts `n` "bench" messages
+     * in the callback itself, as a C user handles a notification and as the Swift subscriber
+     * counts in its closure; returns the count once n arrived or after 2 s with nothing new.
+     * NULL elsewhere: the caller's thread reads them with next(). */
+    long (*count)(long n, uint64_t *first, uint64_t *last);
 } system_ops;
 
 static const char payload[8] = "12345678";
@@ -109,11 +114,23 @@ static const char *stamped(const char *topic) { if (topic) last_arrival = now_ns
 /* ---- darwin: this project's C core (a CNotify center, C callbacks) ---- */
 static CNotify_center *dn;
 static int echo_in_callback; /* the echo answers from the callback, as a C user would */
+static long dn_target;       /* the subscriber's count, in the callback (dn_count), or 0 */
+static long dn_received;     /* under dn_lock, as the two stamps */
+static uint64_t dn_first, dn_last;
 static pthread_mutex_t dn_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t dn_cond = PTHREAD_COND_INITIALIZER;
 static void dn_cb(CNotify_center *c, void *o, const char *name, const void *a, const void *b) {
     (void)o; (void)a; (void)b;
     if (echo_in_callback && !strcmp(name, "ping")) { CNotify_center_post(c, "pong"); return; }
+    if (dn_target && !strcmp(name, "bench")) {
+        uint64_t now = now_ns();
+        pthread_mutex_lock(&dn_lock); /* uncontended: the main thread waits on the cond */
+        if (!dn_received++) dn_first = now;
+        dn_last = now;
+        if (dn_received == dn_target) pthread_cond_signal(&dn_cond);
+        pthread_mutex_unlock(&dn_lock);
+        return;
+    }
     arrived(name);
     pthread_mutex_lock(&dn_lock);
     pthread_cond_signal(&dn_cond);
@@ -143,6 +160,23 @@ static const char *dn_next(int timeout_ms) {
     return t;
 }
 static void dn_flush(void) { CNotify_center_flush(dn, 5000); }
+static long dn_count(long n, uint64_t *first, uint64_t *last) {
+    pthread_mutex_lock(&dn_lock);
+    dn_target = n;
+    while (dn_received < n) {
+        long before = dn_received;
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += before ? 2 : 30;
+        if (pthread_cond_timedwait(&dn_cond, &dn_lock, &dl) != 0 && dn_received == before)
+            break; /* 2 s (30 before the first) with nothing new: the rest was lost */
+    }
+    long got = dn_received;
+    *first = dn_first;
+    *last = dn_last;
+    pthread_mutex_unlock(&dn_lock);
+    return got;
+}
 /* The fast path connects after a center's first post (docs/PROTOCOL.md "Fast path", Connecting):
  * a post of a name nobody observes, then until it posts directly to `count` observers (at most
  * 5 s), as zmq's publisher waits for its subscriptions: steady state, not discovery, is measured. */
@@ -521,14 +555,14 @@ static void u_flush(void) {}
 static void nothing(int count) { (void)count; }
 
 static const struct { const char *name; system_ops ops; } systems[] = {
-    { "darwin", { dn_open, dn_subscribe, dn_publish, dn_next, dn_await_subscribers, dn_flush } },
-    { "libdbus", { ld_open, ld_subscribe, ld_publish, ld_next, nothing, ld_flush } },
-    { "sdbus", { sb_open, sb_subscribe, sb_publish, sb_next, nothing, sb_flush } },
-    { "zmq", { z_open, z_subscribe, z_publish, z_next, z_await_subscribers, z_flush } },
-    { "redis", { r_open, r_subscribe, r_publish, r_next, nothing, r_flush } },
-    { "nats", { n_open, n_subscribe, n_publish, n_next, nothing, n_flush } },
-    { "mqtt", { mq_open, mq_subscribe, mq_publish, mq_next, nothing, mq_flush } },
-    { "uds", { u_open, u_subscribe, u_publish, u_next, u_await_subscribers, u_flush } },
+    { "darwin", { dn_open, dn_subscribe, dn_publish, dn_next, dn_await_subscribers, dn_flush, dn_count } },
+    { "libdbus", { ld_open, ld_subscribe, ld_publish, ld_next, nothing, ld_flush, NULL } },
+    { "sdbus", { sb_open, sb_subscribe, sb_publish, sb_next, nothing, sb_flush, NULL } },
+    { "zmq", { z_open, z_subscribe, z_publish, z_next, z_await_subscribers, z_flush, NULL } },
+    { "redis", { r_open, r_subscribe, r_publish, r_next, nothing, r_flush, NULL } },
+    { "nats", { n_open, n_subscribe, n_publish, n_next, nothing, n_flush, NULL } },
+    { "mqtt", { mq_open, mq_subscribe, mq_publish, mq_next, nothing, mq_flush, NULL } },
+    { "uds", { u_open, u_subscribe, u_publish, u_next, u_await_subscribers, u_flush, NULL } },
 };
 
 /* ---- the roles, the same for every system ---- */
@@ -576,7 +610,8 @@ static int role_sub(const system_ops *s, long n) {
     long received = 0;
     uint64_t first = 0, last = 0;
     long cpu0 = cpu_us();
-    while (received < n) {
+    if (s->count) received = s->count(n, &first, &last);
+    while (!s->count && received < n) {
         const char *t = s->next(received ? 2000 : 30000);
         if (!t) break; /* 2 s of silence: the rest was lost */
         if (strcmp(t, "bench")) continue;
