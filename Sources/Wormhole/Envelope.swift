@@ -29,10 +29,23 @@ struct Envelope: Sendable {
     var payload: Data
 
     init(kind: WormholeMessage.Kind, payload: Data) {
-        header = Header(id: UUID().uuidString, kind: kind, length: payload.count,
+        header = Header(id: Envelope.randomID(), kind: kind, length: payload.count,
                         checksum: Checksum.hex(of: payload), passed: Date().timeIntervalSince1970,
                         pid: getpid())
         self.payload = payload
+    }
+
+    /// A random (version 4) UUID, as `UUID().uuidString` spells it, from `getrandom(2)`:
+    /// FoundationEssentials' `UUID()` opens, reads and closes /dev/urandom each time, three system
+    /// calls on every pass.
+    static func randomID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        var high: UInt64 = generator.next(), low: UInt64 = generator.next()
+        high = (high & ~0xF000) | 0x4000                       // version 4 (bits 12-15 of time_hi)
+        low = (low & ~(0xC000 << 48)) | (0x8000 << 48)         // variant 10 (the top bits of clock_seq)
+        let b = withUnsafeBytes(of: (high.bigEndian, low.bigEndian)) { Array($0) }
+        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+                           b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])).uuidString
     }
 
     func encoded() -> Data {

@@ -53,11 +53,22 @@ func wormholeSuite(_ options: Options) async throws -> (rows: [Row], metrics: [M
                               value: s.p50 / 1000, unit: "ms", reference: nil, goal: .atMost(5),
                               note: String(format: "p99 %.2f ms, %llu samples", s.p99 / 1000, s.count)))
     }
-    let count = max(500, options.samples / 3)
-    for (place, root) in [("disk", diskRoot), ("tmpfs", tmpfsRoot)] {
-        let rate = try queueThroughput(bus: bus.address, root: root, count: count)
-        metrics.append(Metric(label: "queue, 1 KiB messages, \(place)", value: rate, unit: "msg/s", reference: nil,
-                              goal: .none, note: "\(count) messages, all received, 1 writer → 1 listener process"))
+    // The queue, a run per round and place, alternating; the disk first written back (`sync`), so
+    // the 1 MiB passes above do not land in its time.
+    let count = max(2000, options.samples)
+    var rates: [String: [Double]] = [:]
+    for _ in 0..<options.rounds {
+        for (place, root) in [("disk", diskRoot), ("tmpfs", tmpfsRoot)] {
+            sync()
+            rates[place, default: []].append(try queueThroughput(bus: bus.address, root: root, count: count))
+        }
+    }
+    for place in ["disk", "tmpfs"] {
+        let runs = rates[place]!
+        metrics.append(Metric(label: "queue, 1 KiB messages, \(place)", value: runs.sorted()[runs.count / 2], unit: "msg/s",
+                              reference: nil, goal: place == "disk" ? .atLeast(5 * 2495) : .none,
+                              note: "median of \(runs.count) runs of \(count) (" + runs.map { String(Int($0)) }.joined(separator: ", ")
+                                  + "), all received, 1 writer → 1 listener process"))
     }
     return (rows, metrics)
 }

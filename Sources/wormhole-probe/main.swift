@@ -2,7 +2,7 @@
 // process, doing what the `wormhole` CLI does not (floods, coordinated updates, echoing).
 // Container and bus come from DARWIN_NOTIFY_CONTAINER_ROOT and DARWIN_NOTIFY_BUS.
 //
-//   wormhole-probe flood GROUP ID WRITER COUNT      queue: pass {"w":WRITER,"i":0…COUNT-1}
+//   wormhole-probe flood GROUP ID WRITER COUNT [PAD] queue: pass {"w":WRITER,"i":0…COUNT-1} (and "p": PAD bytes)
 //   wormhole-probe increment GROUP ID COUNT         coordinated: COUNT atomic increments of {"count"}
 //   wormhole-probe echo GROUP IN OUT [nosync]       file: each message on IN is passed back on OUT
 //   wormhole-probe drain GROUP ID COUNT              queue: print "ready", then "done" after COUNT messages
@@ -13,7 +13,7 @@ import Foundation
 import Synchronization
 import Wormhole
 
-struct Tick: Codable, Sendable { var w: Int; var i: Int }
+struct Tick: Codable, Sendable { var w: Int; var i: Int; var p: String? = nil }
 struct Counter: Codable, Sendable { var count: Int }
 
 func fail(_ text: String) -> Never {
@@ -29,10 +29,11 @@ if args.count >= 3 && args[1] == "in-memory" {
 guard args.count >= 4 else { fail("usage: see the comment at the top of main.swift") }
 do {
     switch args[1] {
-    case "flood" where args.count == 6:
+    case "flood" where args.count == 6 || args.count == 7:
         let wormhole = try Wormhole(group: args[2], transiting: .queue)
         guard let writer = Int(args[4]), let count = Int(args[5]) else { fail("bad numbers") }
-        for i in 0..<count { try wormhole.pass(Tick(w: writer, i: i), identifier: args[3]) }
+        let padding = args.count == 7 ? String(repeating: "p", count: Int(args[6]) ?? 0) : nil
+        for i in 0..<count { try wormhole.pass(Tick(w: writer, i: i, p: padding), identifier: args[3]) }
         try wormhole.flush()
         print("done \(count)")
     case "increment" where args.count == 5:

@@ -172,6 +172,23 @@ struct ProtocolVectorTests {
         #expect(envelope.encoded() == file)
     }
 
+    @Test("a new message's id is a random version-4 UUID, spelled as UUID().uuidString spells one")
+    func messageIDs() throws {
+        let ids = (0..<2000).map { _ in Envelope(kind: .data, payload: Data()).header.id }
+        #expect(Set(ids).count == ids.count)
+        for id in ids.prefix(200) {
+            let chars = Array(id)
+            #expect(chars.count == 36 && [8, 13, 18, 23].allSatisfy { chars[$0] == "-" }, "\(id)")
+            #expect(UUID(uuidString: id)?.uuidString == id, "\(id)") // upper case, parsed back the same
+            #expect(chars[14] == "4", "version: \(id)")
+            #expect("89AB".contains(chars[19]), "variant: \(id)")
+        }
+        // Every random bit is used: each of the 30 free hex digits takes more than one value.
+        for position in (0..<36).filter({ ![8, 13, 14, 18, 23].contains($0) }) {
+            #expect(Set(ids.map { Array($0)[position] }).count > (position == 19 ? 3 : 8), "position \(position)")
+        }
+    }
+
     @Test("the sample .state reads as head 4, tail 2, bytes 194, its generation")
     func queueState() throws {
         let hex = ProtocolVectorTests.blocks[1].split(whereSeparator: { $0 == " " || $0 == "\n" })
