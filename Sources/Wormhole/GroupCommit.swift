@@ -16,11 +16,9 @@ import SystemPackage
 /// since its last round, `fdatasync`s each, and then announces each identifier once. So a
 /// listener is told of a message only once its bytes are on the disk; the writer goes on
 /// writing while the disk syncs; on a journaled file system the first sync of a round commits
-/// the journal for the others. (This project's VM disk is ext4 without a journal: there each
-/// sync is its own, and the gain is only the writer not waiting; BENCHMARKS.md.)
-///
-/// The files of a round are synced by up to `ParallelSync.width` threads at once: with every
-/// sync its own device flush, concurrent syncs share flushes in the block layer (measured on
+/// the journal for the others. This project's VM disk is ext4 without a journal, where each
+/// sync is its own device flush; so the files of a round are synced by up to
+/// `ParallelSync.width` threads at once, and the block layer merges their flushes (measured on
 /// this disk: 6,000-7,300 files/s one after another, 22,000-24,000 with 8 threads; BENCHMARKS.md).
 ///
 /// A sync or announcement that fails is kept and thrown by the next `pass` or `flush`: the pass
@@ -116,7 +114,7 @@ final class GroupCommit: Sendable {
 enum ParallelSync {
     static let width = 8
 
-    private final class Job: @unchecked Sendable { // read-only but for its atomics and mutex
+    private final class Job: Sendable {
         let fds: [Int32]
         let next = Atomic<Int>(0)
         let failure = Mutex<Int32?>(nil)

@@ -31,8 +31,9 @@ do {
     switch args[1] {
     case "flood" where args.count == 6 || args.count == 7:
         let wormhole = try Wormhole(group: args[2], transiting: .queue)
-        guard let writer = Int(args[4]), let count = Int(args[5]) else { fail("bad numbers") }
-        let padding = args.count == 7 ? String(repeating: "p", count: Int(args[6]) ?? 0) : nil
+        guard let writer = Int(args[4]), let count = Int(args[5]),
+              let pad = args.count == 7 ? Int(args[6]) : 0, pad >= 0 else { fail("bad numbers") }
+        let padding = pad > 0 ? String(repeating: "p", count: pad) : nil
         for i in 0..<count { try wormhole.pass(Tick(w: writer, i: i, p: padding), identifier: args[3]) }
         try wormhole.flush()
         print("done \(count)")

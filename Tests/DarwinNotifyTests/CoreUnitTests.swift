@@ -94,6 +94,35 @@ struct WormholeUnitTests {
         #expect(throws: EnvelopeFault.self) { try Envelope.decode(tampered).get() }
     }
 
+    @Test("a round's files are synced and closed by several threads; a sync that fails is reported, the others still done")
+    func parallelSync() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("parallel-sync-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func files(_ n: Int) -> [Int32] {
+            (0..<n).map { i in open("\(directory)/f\(i)", O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0o600) }
+        }
+        // Closed: the number no longer names one of these files (other tests, running at the same
+        // time, may have been given the number since).
+        func closed(_ fd: Int32) -> Bool {
+            ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) ?? "").hasPrefix(directory + "/") == false
+        }
+        #expect(ParallelSync.syncAndClose([]) == nil)
+        for n in [1, 2, 7, 8, 9, 100] {
+            let fds = files(n)
+            #expect(fds.allSatisfy { $0 >= 0 })
+            #expect(ParallelSync.syncAndClose(fds) == nil, "\(n) files")
+            #expect(fds.allSatisfy(closed), "every one of \(n) closed")
+        }
+        // A descriptor that is not open (-1: EBADF) among 20: its error comes back, the rest are
+        // closed. (Not a closed number: another test, running meanwhile, may be given it.)
+        var fds = files(20)
+        close(fds[7])
+        fds[7] = -1
+        #expect(ParallelSync.syncAndClose(fds) == EBADF)
+        #expect(fds.allSatisfy(closed))
+    }
+
     @Test("truncated, headerless and foreign files are faults, never messages")
     func envelopeFaults() {
         let encoded = Envelope(kind: .data, payload: Data(repeating: 1, count: 100)).encoded()
