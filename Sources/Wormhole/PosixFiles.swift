@@ -101,10 +101,21 @@ enum PosixFiles {
         case tooLarge(Int)
     }
 
+    /// `EWOULDBLOCK` from `open` is a writer's lease on a replaced message it is writing again
+    /// (SpareFile.swift): the look-up found that file before it lost the message's name, and the
+    /// path names another by now, so it is opened again (a few times, then reported).
     static func readMessage(_ path: FilePath, limit: Int) throws(WormholeError) -> MessageRead {
-        let fd: FileDescriptor
+        var fd: FileDescriptor
+        var leased = 0
         do {
-            fd = try FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec, .nonBlocking])
+            while true {
+                do {
+                    fd = try FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec, .nonBlocking])
+                    break
+                } catch .wouldBlock where leased < 8 {
+                    leased += 1
+                }
+            }
         } catch let error as Errno where error == .noSuchFileOrDirectory {
             return .missing
         } catch let error as Errno where error == .tooManySymbolicLinkLevels {

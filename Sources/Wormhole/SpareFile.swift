@@ -12,18 +12,32 @@ import Synchronization
 /// Measured on this project's ext4 VM disk (BENCHMARKS.md, "Wormhole on disk"): creating,
 /// writing, fsyncing and renaming a new 1 KiB file costs 250-270 µs, but overwriting blocks an
 /// earlier fsync made durable and `fdatasync`ing them costs 70-100 µs, below one append with
-/// `fdatasync` (105-150 µs). So after each synced replacement the process prepares the next
-/// file: an unnamed file (`O_TMPFILE`) in the messages directory, the size of the last message,
-/// filled with zeros and fsynced. A pass overwrites it, `fdatasync`s it, gives it a temporary
-/// name (`linkat` of /proc/self/fd) and exchanges it with the message (`renameat2`
-/// `RENAME_EXCHANGE`), so freeing the old message's inode is not on the way to the listener
-/// either: the old file is unlinked after the announcement (`SpareFiles.Replaced.finish`).
+/// `fdatasync` (105-150 µs). So a pass writes into a spare, a file of the process whose blocks
+/// are on the disk already: it overwrites it, `fdatasync`s it and exchanges it with the message
+/// (`renameat2` `RENAME_EXCHANGE`), then announces.
 ///
-/// Readers see nothing new: a message file is still a new inode, complete before it is named,
-/// and never written again after it was named. A spare is used by the process that made it
-/// only (a forked child makes its own), by one pass at a time, and for files up to
-/// `SpareFiles.maxSize`; anything else takes the plain path (a new temporary file, fsync,
-/// rename). An unnamed file vanishes with a crash, so a spare leaves nothing behind.
+/// The next spare is the message just replaced (`Replaced.finish`), now under the spare's
+/// `.tmp-<pid>-<n>` name: its blocks were synced when it was written. It keeps that name (a file
+/// whose last name is removed cannot be given one again), so a process has at most one such file
+/// per directory while it runs, removed at exit; a crash leaves it, and readers skip names that
+/// start with '.'. It is written again only while nobody else has it open, which the kernel tells
+/// by a write lease (`F_SETLEASE` `F_WRLCK` fails while any other descriptor is open on the file).
+/// The lease is held while it is written and synced: anyone who opens it meanwhile (a reader
+/// whose look-up of the message's path found it before the exchange, or someone opening the
+/// `.tmp-` name) waits in `open` until it is complete again, or, opening with `O_NONBLOCK` as
+/// readers do, gets `EWOULDBLOCK` and opens the path again. So nobody reads the file while it is
+/// written. The kernel tells the lease holder of such an `open` with a signal: `SIGURG` here
+/// (`F_SETSIG`), ignored unless the program handles it, not the default `SIGIO`, which would end
+/// the process. No inode is made, no zeros written and nothing unlinked after a pass, where a new
+/// spare cost 169-192 µs and the unlink 66-87 µs.
+///
+/// When the replaced message cannot be reused (another owner, another mode, more than one link,
+/// over `maxSize`), or a reader holds it when the next pass comes, it is unlinked and a spare is
+/// made as before: an unnamed file (`O_TMPFILE`) the size of the last message, filled with zeros
+/// and fsynced, named (`linkat` of /proc/self/fd) just before its exchange. A spare is used by
+/// the process that made it only (a forked child makes its own), by one pass at a time, and for
+/// files up to `SpareFiles.maxSize`; anything else takes the plain path (a new temporary file,
+/// fsync, rename).
 final class SpareFiles: Sendable {
     /// Larger messages take the plain path: preparing a spare writes the size of the message
     /// once more, which for a large message costs more than it saves.
@@ -36,7 +50,21 @@ final class SpareFiles: Sendable {
     static let shared = SpareFiles()
 
     private struct Key: Hashable { let directory: String; let permissions: UInt16 }
-    private struct Spare { let fd: Int32; let size: Int; let pid: pid_t }
+    /// `name`: a replaced message, which keeps its `.tmp-…` name and is written under a lease;
+    /// nil: a spare made for the purpose, without a name.
+    private struct Spare {
+        let fd: Int32
+        let size: Int
+        let pid: pid_t
+        let name: FilePath?
+
+        /// Closes it, and removes its name if this process gave it (a forked child leaves its
+        /// parent's).
+        func discard() {
+            close(fd)
+            if let name, pid == getpid() { unlink(name.string) }
+        }
+    }
     /// One spare at a time. Batches of 4 and 8 (one open and write each, then the fsyncs) were
     /// measured: a lower median on this disk but a p99 of 0.9-2.3 ms, the stall of making the
     /// batch landing on another pass (BENCHMARKS.md).
@@ -54,7 +82,10 @@ final class SpareFiles: Sendable {
         static let nothing = Replaced(previous: nil, directory: FilePath(), permissions: [], size: 0, prepare: false)
 
         func finish() {
-            if let previous { unlink(previous.string) }
+            if let previous {
+                if SpareFiles.shared.adopt(previous, in: directory, permissions: permissions) { return }
+                unlink(previous.string)
+            }
             if prepare { SpareFiles.shared.prepare(in: directory, permissions: permissions, size: size) }
         }
     }
@@ -65,11 +96,23 @@ final class SpareFiles: Sendable {
     func replace(_ destination: FilePath, with bytes: Data, permissions: FilePermissions) throws(WormholeError) -> Replaced {
         let directory = destination.removingLastComponent()
         let eligible = bytes.count <= SpareFiles.maxSize && PosixFiles.canNameUnnamedFiles
-        guard eligible, let spare = take(directory, permissions) else {
+        let plain = { () throws(WormholeError) -> Replaced in
             try PosixFiles.replaceAtomically(destination, with: bytes, permissions: permissions, sync: true)
             return Replaced(previous: nil, directory: directory, permissions: permissions, size: bytes.count, prepare: eligible)
         }
-        defer { close(spare.fd) }
+        guard eligible, let spare = take(directory, permissions) else { return try plain() }
+        // A replaced message is written only under a write lease, which the kernel grants only
+        // while no other descriptor is open on it (a reader that still has it). Growing, it gets
+        // its blocks first, past its end (`FALLOC_FL_KEEP_SIZE`: nothing a reader could see), so
+        // a full disk fails here, before any byte of it changed.
+        if spare.name != nil {
+            guard fcntl(spare.fd, SpareFiles.setLease, Int32(F_WRLCK)) == 0 else { spare.discard(); return try plain() }
+            guard bytes.count <= spare.size || SpareFiles.allocate?(spare.fd, 1, 0, off_t(bytes.count)) == 0 else {
+                _ = fcntl(spare.fd, SpareFiles.setLease, Int32(F_UNLCK))
+                spare.discard()
+                return try plain()
+            }
+        }
         let written = bytes.withUnsafeBytes { raw -> Bool in
             var done = 0
             while done < raw.count {
@@ -80,18 +123,37 @@ final class SpareFiles: Sendable {
             }
             return true
         }
-        guard written, spare.size == bytes.count || ftruncate(spare.fd, off_t(bytes.count)) == 0,
-              fdatasync(spare.fd) == 0 else {
-            throw .io("write a message for \(destination)", Errno(rawValue: errno))
+        let synced = written && (spare.size == bytes.count || ftruncate(spare.fd, off_t(bytes.count)) == 0)
+            && fdatasync(spare.fd) == 0
+        let error = errno
+        // Complete (or failed): whoever waits in `open` for it may read it now.
+        if spare.name != nil { _ = fcntl(spare.fd, SpareFiles.setLease, Int32(F_UNLCK)) }
+        guard synced else {
+            spare.discard()
+            throw .io("write a message for \(destination)", Errno(rawValue: error))
         }
-        // A name in the same directory, then exchanged with the message: the rename needs a name.
-        var temp = directory.appending(PosixFiles.temporaryName())
-        while linkat(AT_FDCWD, "/proc/self/fd/\(spare.fd)", AT_FDCWD, temp.string, AT_SYMLINK_FOLLOW) != 0 {
-            guard errno == EEXIST else {
-                try PosixFiles.replaceAtomically(destination, with: bytes, permissions: permissions, sync: true)
-                return Replaced(previous: nil, directory: directory, permissions: permissions, size: bytes.count, prepare: false)
+        // The exchange needs a name: a reused spare has its own; a made one gets one in the same
+        // directory. A reused spare's name must still be that file.
+        var temp: FilePath
+        if let name = spare.name {
+            var named = stat(), open = stat()
+            guard lstat(name.string, &named) == 0, fstat(spare.fd, &open) == 0,
+                  named.st_ino == open.st_ino, named.st_dev == open.st_dev else {
+                close(spare.fd)
+                return try plain()
             }
+            temp = name
+            close(spare.fd)
+        } else {
+            defer { close(spare.fd) }
             temp = directory.appending(PosixFiles.temporaryName())
+            while linkat(AT_FDCWD, "/proc/self/fd/\(spare.fd)", AT_FDCWD, temp.string, AT_SYMLINK_FOLLOW) != 0 {
+                guard errno == EEXIST else {
+                    try PosixFiles.replaceAtomically(destination, with: bytes, permissions: permissions, sync: true)
+                    return Replaced(previous: nil, directory: directory, permissions: permissions, size: bytes.count, prepare: false)
+                }
+                temp = directory.appending(PosixFiles.temporaryName())
+            }
         }
         // Never exchanged with a directory someone made there: that would hide it under the
         // temporary name. A plain rename fails on it, as the plain path always did.
@@ -110,11 +172,64 @@ final class SpareFiles: Sendable {
         return Replaced(previous: nil, directory: directory, permissions: permissions, size: bytes.count, prepare: true)
     }
 
+    /// Takes the message a pass replaced, now at `previous` (a `.tmp-…` name this process gave),
+    /// as the next spare of `directory`, keeping that name (a file whose name was removed cannot
+    /// be given one again): only a regular file of this process's user with the container's mode
+    /// and one link, up to `maxSize`. False when it is not taken (the caller unlinks it and makes
+    /// a spare). Whether another process has it open is asked when it is written (the lease in
+    /// `replace`). The names of a process's spares are removed when it exits.
+    func adopt(_ previous: FilePath, in directory: FilePath, permissions: FilePermissions) -> Bool {
+        let key = Key(directory: directory.string, permissions: UInt16(permissions.rawValue))
+        if spares.withLock({ $0[key]?.pid == getpid() }) { return false }
+        let fd = open(previous.string, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid(), info.st_nlink == 1,
+              info.st_mode & 0o7777 == permissions.rawValue, info.st_size <= SpareFiles.maxSize,
+              fcntl(fd, SpareFiles.setSignal, SIGURG) == 0 else {
+            close(fd)
+            return false
+        }
+        _ = SpareFiles.removeNamesAtExit
+        store(Spare(fd: fd, size: Int(info.st_size), pid: getpid(), name: previous), key)
+        return true
+    }
+
+    /// Registered once, by the first spare that keeps a name.
+    private static let removeNamesAtExit: Void = {
+        atexit { SpareFiles.shared.removeNames() }
+    }()
+
+    /// Removes the names of this process's spares (at exit): nothing of a spare stays behind but
+    /// after a crash, a `.tmp-…` file, which readers skip.
+    func removeNames() {
+        let named = spares.withLock { table -> [FilePath] in
+            var names: [FilePath] = []
+            for (key, spare) in table where spare.pid == getpid() && spare.name != nil {
+                names.append(spare.name!)
+                close(spare.fd)
+                table.removeValue(forKey: key)
+            }
+            return names
+        }
+        for name in named { unlink(name.string) }
+    }
+
+    /// `F_SETLEASE` and `F_SETSIG` (<fcntl.h>, `_GNU_SOURCE`), which Swift's Glibc module does not
+    /// declare: the same numbers on every Linux architecture.
+    static let setLease: Int32 = 1024
+    static let setSignal: Int32 = 10
+
+    /// glibc's `fallocate`, which Swift's Glibc module does not declare; called with
+    /// `FALLOC_FL_KEEP_SIZE` (1). Nil without it: a reused spare does not grow.
+    static let allocate: (@convention(c) (Int32, Int32, off_t, off_t) -> Int32)? =
+        dlsym(nil, "fallocate").map { unsafeBitCast($0, to: (@convention(c) (Int32, Int32, off_t, off_t) -> Int32).self) }
+
     private func take(_ directory: FilePath, _ permissions: FilePermissions) -> Spare? {
         let key = Key(directory: directory.string, permissions: UInt16(permissions.rawValue))
         guard let spare = spares.withLock({ $0.removeValue(forKey: key) }) else { return nil }
         // Made before a fork by the parent, which may write it too: the child makes its own.
-        guard spare.pid == getpid() else { close(spare.fd); return nil }
+        guard spare.pid == getpid() else { spare.discard(); return nil }
         return spare
     }
 
@@ -131,19 +246,22 @@ final class SpareFiles: Sendable {
             close(fd)
             return
         }
-        let spare = Spare(fd: fd, size: size, pid: getpid())
-        let dropped = spares.withLock { table -> [Int32] in
+        store(Spare(fd: fd, size: size, pid: getpid(), name: nil), key)
+    }
+
+    private func store(_ spare: Spare, _ key: Key) {
+        let dropped = spares.withLock { table -> [Spare] in
             // Another thread of this process made one meanwhile: keep that one.
-            if let existing = table[key], existing.pid == getpid() { return [fd] }
-            var dropped: [Int32] = []
-            if let stale = table.removeValue(forKey: key) { dropped.append(stale.fd) }
+            if let existing = table[key], existing.pid == getpid() { return [spare] }
+            var dropped: [Spare] = []
+            if let stale = table.removeValue(forKey: key) { dropped.append(stale) }
             // A process that writes in many directories (a test run) keeps spares for a few.
             while table.count >= SpareFiles.maxDirectories, let other = table.keys.first {
-                if let old = table.removeValue(forKey: other) { dropped.append(old.fd) }
+                if let old = table.removeValue(forKey: other) { dropped.append(old) }
             }
             table[key] = spare
             return dropped
         }
-        for old in dropped { close(old) }
+        for old in dropped { old.discard() }
     }
 }
