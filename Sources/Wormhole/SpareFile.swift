@@ -51,12 +51,14 @@ final class SpareFiles: Sendable {
 
     private struct Key: Hashable { let directory: String; let permissions: UInt16 }
     /// `name`: a replaced message, which keeps its `.tmp-…` name and is written under a lease;
-    /// nil: a spare made for the purpose, without a name.
+    /// nil: a spare made for the purpose, without a name. `file`: its device and inode, to know
+    /// the name still names it.
     private struct Spare {
         let fd: Int32
         let size: Int
         let pid: pid_t
         let name: FilePath?
+        var file: (device: UInt64, inode: UInt64) = (0, 0)
 
         /// Closes it, and removes its name if this process gave it (a forked child leaves its
         /// parent's).
@@ -136,9 +138,9 @@ final class SpareFiles: Sendable {
         // directory. A reused spare's name must still be that file.
         var temp: FilePath
         if let name = spare.name {
-            var named = stat(), open = stat()
-            guard lstat(name.string, &named) == 0, fstat(spare.fd, &open) == 0,
-                  named.st_ino == open.st_ino, named.st_dev == open.st_dev else {
+            var named = stat()
+            guard lstat(name.string, &named) == 0, UInt64(named.st_dev) == spare.file.device,
+                  UInt64(named.st_ino) == spare.file.inode else {
                 close(spare.fd)
                 return try plain()
             }
@@ -180,7 +182,8 @@ final class SpareFiles: Sendable {
     /// `replace`). The names of a process's spares are removed when it exits.
     func adopt(_ previous: FilePath, in directory: FilePath, permissions: FilePermissions) -> Bool {
         let key = Key(directory: directory.string, permissions: UInt16(permissions.rawValue))
-        if spares.withLock({ $0[key]?.pid == getpid() }) { return false }
+        let pid = getpid()
+        if spares.withLock({ $0[key]?.pid == pid }) { return false }
         let fd = open(previous.string, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return false }
         var info = stat()
@@ -191,7 +194,8 @@ final class SpareFiles: Sendable {
             return false
         }
         _ = SpareFiles.removeNamesAtExit
-        store(Spare(fd: fd, size: Int(info.st_size), pid: getpid(), name: previous), key)
+        store(Spare(fd: fd, size: Int(info.st_size), pid: pid, name: previous,
+                    file: (UInt64(info.st_dev), UInt64(info.st_ino))), key)
         return true
     }
 
