@@ -21,6 +21,13 @@ func fail(_ text: String) -> Never {
     exit(1)
 }
 
+// Signals as a program started from a shell has them: a test harness spawns children with the
+// mask of the thread that spawned them, which may block nearly everything (the lease's signal
+// of SpareFile.swift must reach this process as it would reach any other).
+var unblocked = sigset_t()
+sigemptyset(&unblocked)
+pthread_sigmask(SIG_SETMASK, &unblocked, nil)
+
 let args = CommandLine.arguments
 if args.count >= 3 && args[1] == "in-memory" {
     for path in args.dropFirst(2) { print("\(path) \(wormholeStorageIsInMemory(path))") }

@@ -98,6 +98,76 @@ extension IntegrationSuites {
             #expect(try messageFilesButOurSpare() == ["held"])
         }
 
+        /// The message checksum of docs/PROTOCOL.md ("Message file").
+        static func checksum(_ payload: [UInt8]) -> String {
+            var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(payload.count)
+            var i = 0
+            while i + 8 <= payload.count {
+                var w: UInt64 = 0
+                for k in 0..<8 { w |= UInt64(payload[i + k]) << (8 * UInt64(k)) }
+                h = (h ^ w) &* 0xFF51_AFD7_ED55_8CCD
+                h = (h << 31) | (h >> 33)
+                i += 8
+            }
+            while i < payload.count { h = (h ^ UInt64(payload[i])) &* 0x0100_0000_01B3; i += 1 }
+            h ^= h >> 33
+            h = h &* 0xC4CE_B9FE_1A85_EC53
+            h ^= h >> 33
+            let hex = String(h, radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }
+
+        @Test("file on disk: while a writer in another process passes 1,500 times, this process opens its spare by the .tmp- name over and over (breaking its lease) and reads each message it opens twice, apart: the lease's signal does not end the writer, every pass lands, and a message file once opened reads the same whole message to the end")
+        func spareOpenedWhileWritten() throws {
+            let wormhole = try fixture.wormhole(transiting: .coordinated)
+            try wormhole.update("counted", as: [String: Int].self) { $0 = ["count": 0] }
+            let writer = try ChildProcess("wormhole-probe", ["increment", "group.test", "counted", "1500"],
+                                          environment: fixture.environment)
+            let prefix = ".tmp-\(writer.processIdentifier)-"
+            var refused = 0, messages = 0, bad: [String] = []
+            var first = [UInt8](repeating: 0, count: 4096), again = first
+            func read(_ fd: Int32, into buffer: inout [UInt8]) -> Int {
+                buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+            }
+            while writer.isRunning {
+                // A spare, by its name: opening it while it is written breaks the writer's lease
+                // (the open is refused, and the writer is signalled); opening it between passes
+                // keeps the next pass off it.
+                let spares = ((try? messageFiles()) ?? []).filter { $0.hasPrefix(prefix) }
+                for _ in 0..<20 {
+                    for name in spares {
+                        let fd = open(messagesPath + "/" + name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+                        if fd < 0 { if errno == EWOULDBLOCK { refused += 1 }; continue }
+                        close(fd)
+                    }
+                }
+                // The message, as a reader opens it: read at once, then again after passes went by.
+                let fd = open(messagesPath + "/counted", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+                guard fd >= 0 else { continue }
+                let count = read(fd, into: &first)
+                usleep(2000)
+                let later = read(fd, into: &again)
+                close(fd)
+                messages += 1
+                guard count > 0, let newline = first[0..<count].firstIndex(of: 0x0a) else {
+                    bad.append("\(count) bytes, no header line"); continue
+                }
+                let fields = String(decoding: first[0..<newline], as: UTF8.self).split(separator: " ")
+                let payload = Array(first[(newline + 1)..<count])
+                if fields.count != 7 || Int(fields[3]) != payload.count || String(fields[4]) != Self.checksum(payload) {
+                    bad.append("not whole: " + String(decoding: first[0..<count], as: UTF8.self))
+                } else if later != count || first[0..<count] != again[0..<later] {
+                    bad.append("changed while open: " + String(decoding: again[0..<max(0, later)], as: UTF8.self))
+                }
+            }
+            let status = try writer.waitForExit()
+            #expect(status == 0, "the writer ended with \(status) (SIGIO is \(SIGIO)): \(writer.stderr)")
+            #expect(try wormhole.message("counted", as: [String: Int].self) == ["count": 1500])
+            #expect(bad.isEmpty, "\(bad.count) of \(messages) messages: \(bad.prefix(3))")
+            #expect(refused > 0 && messages > 0, "refused \(refused), messages read \(messages): the test did not race")
+            print("spareOpenedWhileWritten: \(refused) opens of a spare refused (its lease broken), \(messages) messages read whole twice")
+        }
+
         @Test("file on disk: a directory someone made at a message's path fails the pass, as before, and stays where it is with what it holds (never exchanged away under a hidden name)")
         func directoryAtMessagePath() throws {
             let wormhole = try fixture.wormhole()
