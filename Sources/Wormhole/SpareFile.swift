@@ -72,8 +72,8 @@ final class SpareFiles: Sendable {
     /// batch landing on another pass (BENCHMARKS.md).
     private let spares = Mutex<[Key: Spare]>([:])
 
-    /// What a replacement leaves to do once the listeners were told: unlink the previous message
-    /// (now under a temporary name) and prepare the next spare.
+    /// What a replacement leaves to do once the listeners were told: take the previous message
+    /// (now under a temporary name) as the next spare, or else unlink it and prepare one.
     struct Replaced: Sendable {
         fileprivate let previous: FilePath?
         fileprivate let directory: FilePath
