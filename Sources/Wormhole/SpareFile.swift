@@ -207,16 +207,13 @@ final class SpareFiles: Sendable {
     /// Removes the names of this process's spares (at exit): nothing of a spare stays behind but
     /// after a crash, a `.tmp-…` file, which readers skip.
     func removeNames() {
-        let named = spares.withLock { table -> [FilePath] in
-            var names: [FilePath] = []
-            for (key, spare) in table where spare.pid == getpid() && spare.name != nil {
-                names.append(spare.name!)
-                close(spare.fd)
-                table.removeValue(forKey: key)
-            }
-            return names
+        let pid = getpid()
+        let named = spares.withLock { table -> [Spare] in
+            let named = table.filter { $0.value.pid == pid && $0.value.name != nil }
+            for key in named.keys { table.removeValue(forKey: key) }
+            return Array(named.values)
         }
-        for name in named { unlink(name.string) }
+        for spare in named { spare.discard() }
     }
 
     /// `F_SETLEASE` and `F_SETSIG` (<fcntl.h>, `_GNU_SOURCE`), which Swift's Glibc module does not
