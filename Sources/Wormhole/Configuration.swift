@@ -16,8 +16,10 @@ public enum Transiting: String, Sendable, CaseIterable {
 public struct WormholeConfiguration: Sendable, Equatable {
     /// Larger payloads are refused before anything is written.
     public var maxPayloadBytes: Int = 16 << 20
-    /// fsync each message file before it is renamed into place, so a power loss cannot leave an
-    /// empty file under the message's name. Not done on tmpfs/ramfs, which have no disk.
+    /// Sync each message to the disk before it is announced (before it is renamed into place, or,
+    /// written in place, before the announcement), so a power loss cannot leave an empty file
+    /// under the message's name (docs/PROTOCOL.md, "Durability"). Not done on tmpfs/ramfs, which
+    /// have no disk.
     public var syncToDisk: Bool = true
     /// Retention of `queue` transiting.
     public var queue = QueueRetention()

@@ -8,8 +8,9 @@ struct MessageFiles: Sendable {
     let coordinated: Bool
     let configuration: WormholeConfiguration
 
-    /// Replaces the message atomically: a complete file, synced (`syncToDisk`), renamed over
-    /// the message (SpareFile.swift). What is left to do after the announcement is returned.
+    /// Replaces the message atomically: written again in place under a lease when it can be
+    /// (InPlace.swift), else a complete file, synced (`syncToDisk`), renamed over the message
+    /// (SpareFile.swift). What is left to do after the announcement is returned.
     @discardableResult
     func write(_ envelope: Envelope, identifier: String) throws(WormholeError) -> SpareFiles.Replaced {
         let lock = coordinated ? try FileLock(layout.lock(identifier), exclusive: true, permissions: layout.filePermissions) : nil
@@ -18,6 +19,10 @@ struct MessageFiles: Sendable {
     }
 
     private func replace(_ identifier: String, with bytes: Data) throws(WormholeError) -> SpareFiles.Replaced {
+        if try InPlace.write(layout.message(identifier), with: bytes, permissions: layout.filePermissions,
+                             sync: configuration.syncToDisk) {
+            return .nothing
+        }
         guard configuration.syncToDisk else {
             try PosixFiles.replaceAtomically(layout.message(identifier), with: bytes, permissions: layout.filePermissions, sync: false)
             return .nothing

@@ -92,6 +92,9 @@ enum PosixFiles {
 
     /// What is at a message's path, opened without following a link or blocking (a FIFO there
     /// must not hang a reader: `O_NONBLOCK`), and read only if it is a regular file.
+    /// How long a reader waits for a writer's lease on a message file, in µs (readMessage).
+    static let leaseWait: UInt32 = 2_000_000
+
     enum MessageRead {
         case missing
         case bytes(Data)
@@ -101,19 +104,23 @@ enum PosixFiles {
         case tooLarge(Int)
     }
 
-    /// `EWOULDBLOCK` from `open` is a writer's lease on a replaced message it is writing again
-    /// (SpareFile.swift): the look-up found that file before it lost the message's name, and the
-    /// path names another by now, so it is opened again (a few times, then reported).
+    /// `EWOULDBLOCK` from `open` is a writer's lease: the message file is being written again in
+    /// place (InPlace.swift), or the look-up found a replaced message its writer is writing again
+    /// as its spare (SpareFile.swift). A writer holds a lease only until the message it writes is
+    /// complete and synced, so the path is opened again after a pause that doubles from 50 µs,
+    /// for up to `leaseWait`; past it the error is reported (a lease held that long is not ours).
     static func readMessage(_ path: FilePath, limit: Int) throws(WormholeError) -> MessageRead {
         var fd: FileDescriptor
-        var leased = 0
+        var pause: UInt32 = 50, waited: UInt32 = 0
         do {
             while true {
                 do {
                     fd = try FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec, .nonBlocking])
                     break
-                } catch .wouldBlock where leased < 8 {
-                    leased += 1
+                } catch .wouldBlock where waited < leaseWait {
+                    usleep(pause)
+                    waited += pause
+                    pause = min(pause * 2, 20_000)
                 }
             }
         } catch let error as Errno where error == .noSuchFileOrDirectory {
@@ -122,19 +129,20 @@ enum PosixFiles {
             return .unusable("a symbolic link")
         } catch let error as Errno where error == .noSuchAddressOrDevice {
             return .unusable("a socket or device")
+        } catch let error as Errno where error == .wouldBlock {
+            throw .io("open \(path): a writer's lease has kept it for over \(leaseWait / 1_000_000) s", error)
         } catch {
             throw .io("open \(path)", error as? Errno ?? .ioError)
         }
         defer { _ = try? fd.close() }
-        var info = stat()
-        guard fstat(fd.rawValue, &info) == 0 else { throw .io("fstat \(path)", Errno(rawValue: errno)) }
-        switch info.st_mode & S_IFMT {
+        guard let info = FileStatus(fd.rawValue) else { throw .io("statx \(path)", Errno(rawValue: errno)) }
+        switch info.type {
         case S_IFREG: break
         case S_IFDIR: return .unusable("a directory")
         case S_IFIFO: return .unusable("a FIFO")
         default: return .unusable("not a regular file")
         }
-        let size = Int(info.st_size)
+        let size = info.size
         guard size <= limit else { return .tooLarge(size) }
         var data = Data(count: size)
         do {
@@ -247,6 +255,93 @@ enum PosixFiles {
     /// Removes a file; a missing file is not an error.
     static func remove(_ path: FilePath) throws(WormholeError) {
         if unlink(path.string) != 0 && errno != ENOENT { throw .io("unlink \(path)", Errno(rawValue: errno)) }
+    }
+}
+
+/// What a wormhole asks of a file's status, from `statx(2)` without its time stamps. On Linux
+/// 6.13 and later (multigrain time stamps) a stat that asks for a file's ctime or mtime makes
+/// the file's next write take a fine-grained time, which dirties its inode: the writer's next
+/// `fdatasync` then writes the inode to the disk too, one more device write on every pass
+/// (BENCHMARKS.md, "Issue 36: the message written in place"). `fstat` and `lstat` ask for
+/// them; this does not. Where `statx` is missing (glibc before 2.28, Linux before 4.11) it falls
+/// back to them.
+struct FileStatus {
+    /// The `S_IFMT` bits of the mode.
+    var type: mode_t
+    /// The permission bits (`& 0o7777`).
+    var permissions: mode_t
+    var links: UInt32
+    var owner: uid_t
+    var size: Int
+    /// Device and inode, compared only with another `FileStatus`'s.
+    var device: UInt64
+    var inode: UInt64
+
+    var isRegular: Bool { type == S_IFREG }
+    var isDirectory: Bool { type == S_IFDIR }
+
+    /// The status of an open descriptor; nil if it cannot be had.
+    init?(_ fd: Int32) {
+        guard let status = FileStatus.query(fd, "", 0x1000 /* AT_EMPTY_PATH */) else { return nil }
+        self = status
+    }
+
+    /// The status of what `path` names, a link itself rather than what it points to.
+    init?(path: String) {
+        guard let status = FileStatus.query(AT_FDCWD, path, 0x100 /* AT_SYMLINK_NOFOLLOW */) else { return nil }
+        self = status
+    }
+
+    private init(type: mode_t, permissions: mode_t, links: UInt32, owner: uid_t, size: Int, device: UInt64, inode: UInt64) {
+        (self.type, self.permissions, self.links, self.owner) = (type, permissions, links, owner)
+        (self.size, self.device, self.inode) = (size, device, inode)
+    }
+
+    private init(_ info: stat) {
+        type = info.st_mode & S_IFMT
+        permissions = info.st_mode & 0o7777
+        links = UInt32(info.st_nlink)
+        owner = info.st_uid
+        size = Int(info.st_size)
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+
+    /// `statx(dirfd, path, flags, mask, buffer)` of glibc, which Swift's Glibc module does not
+    /// declare.
+    private typealias Statx = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UInt32, UnsafeMutableRawPointer) -> Int32
+    private static let statx: Statx? = dlsym(nil, "statx").map { unsafeBitCast($0, to: Statx.self) }
+    /// STATX_TYPE | MODE | NLINK | UID | INO | SIZE: no time stamp.
+    private static let mask: UInt32 = 0x1 | 0x2 | 0x4 | 0x8 | 0x100 | 0x200
+
+    private static func query(_ dirfd: Int32, _ path: String, _ flags: Int32) -> FileStatus? {
+        if let statx {
+            // struct statx (<linux/stat.h>), 256 bytes: the fields read below are at fixed offsets.
+            var buffer = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0),
+                          UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0),
+                          UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0),
+                          UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+            var failure: Int32 = 0
+            let result = withUnsafeMutableBytes(of: &buffer) { raw -> FileStatus? in
+                guard statx(dirfd, path, flags, mask, raw.baseAddress!) == 0 else { failure = errno; return nil }
+                // A file system that does not give them all: asked again the classic way.
+                guard raw.load(fromByteOffset: 0, as: UInt32.self) & mask == mask else { failure = ENOSYS; return nil }
+                let mode = mode_t(raw.load(fromByteOffset: 28, as: UInt16.self))
+                return FileStatus(type: mode & S_IFMT, permissions: mode & 0o7777,
+                                  links: raw.load(fromByteOffset: 16, as: UInt32.self),
+                                  owner: raw.load(fromByteOffset: 20, as: UInt32.self),
+                                  size: Int(raw.load(fromByteOffset: 40, as: UInt64.self)),
+                                  device: UInt64(raw.load(fromByteOffset: 136, as: UInt32.self)) << 32
+                                      | UInt64(raw.load(fromByteOffset: 140, as: UInt32.self)),
+                                  inode: raw.load(fromByteOffset: 32, as: UInt64.self))
+            }
+            if let result { return result }
+            // ENOSYS: a kernel before statx; EPERM: a seccomp filter that does not know it.
+            guard failure == ENOSYS || failure == EPERM else { errno = failure; return nil }
+        }
+        var info = stat()
+        let done = path.isEmpty ? fstat(dirfd, &info) : lstat(path, &info)
+        return done == 0 ? FileStatus(info) : nil
     }
 }
 

@@ -1,5 +1,6 @@
-// SpareFile.swift: the prepared file a synced `file`/`coordinated` pass writes into, so that the
-// sync a pass waits for is a data sync of blocks already allocated, not an inode's creation.
+// SpareFile.swift: the prepared file a synced `file`/`coordinated` pass writes into when it
+// cannot write the message in place (InPlace.swift), so that the sync a pass waits for is a data
+// sync of blocks already allocated, not an inode's creation.
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -138,9 +139,8 @@ final class SpareFiles: Sendable {
         // directory. A reused spare's name must still be that file.
         var temp: FilePath
         if let name = spare.name {
-            var named = stat()
-            guard lstat(name.string, &named) == 0, UInt64(named.st_dev) == spare.file.device,
-                  UInt64(named.st_ino) == spare.file.inode else {
+            guard let named = FileStatus(path: name.string), named.device == spare.file.device,
+                  named.inode == spare.file.inode else {
                 close(spare.fd)
                 return try plain()
             }
@@ -159,8 +159,7 @@ final class SpareFiles: Sendable {
         }
         // Never exchanged with a directory someone made there: that would hide it under the
         // temporary name. A plain rename fails on it, as the plain path always did.
-        var info = stat()
-        let isDirectory = lstat(destination.string, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+        let isDirectory = FileStatus(path: destination.string)?.isDirectory == true
         if !isDirectory, let exchange = PosixFiles.renameExchange,
            exchange(AT_FDCWD, temp.string, AT_FDCWD, destination.string, 2) == 0 {
             return Replaced(previous: temp, directory: directory, permissions: permissions, size: bytes.count, prepare: true)
@@ -186,16 +185,14 @@ final class SpareFiles: Sendable {
         if spares.withLock({ $0[key]?.pid == pid }) { return false }
         let fd = open(previous.string, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return false }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid(), info.st_nlink == 1,
-              info.st_mode & 0o7777 == permissions.rawValue, info.st_size <= SpareFiles.maxSize,
+        guard let info = FileStatus(fd), info.isRegular, info.owner == geteuid(), info.links == 1,
+              info.permissions == permissions.rawValue, info.size <= SpareFiles.maxSize,
               fcntl(fd, SpareFiles.setSignal, SIGURG) == 0 else {
             close(fd)
             return false
         }
         _ = SpareFiles.removeNamesAtExit
-        store(Spare(fd: fd, size: Int(info.st_size), pid: pid, name: previous,
-                    file: (UInt64(info.st_dev), UInt64(info.st_ino))), key)
+        store(Spare(fd: fd, size: info.size, pid: pid, name: previous, file: (info.device, info.inode)), key)
         return true
     }
 

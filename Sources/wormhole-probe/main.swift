@@ -5,6 +5,8 @@
 //   wormhole-probe flood GROUP ID WRITER COUNT [PAD] queue: pass {"w":WRITER,"i":0…COUNT-1} (and "p": PAD bytes)
 //   wormhole-probe increment GROUP ID COUNT         coordinated: COUNT atomic increments of {"count"}
 //   wormhole-probe echo GROUP IN OUT [nosync]       file: each message on IN is passed back on OUT
+//   wormhole-probe spin GROUP ID WRITER COUNT       file: pass {"w":WRITER,"i":0…COUNT-1,"p":…}, "p" of
+//                                                    0-1,200 bytes (larger and smaller in turn)
 //   wormhole-probe drain GROUP ID COUNT              queue: print "ready", then "done" after COUNT messages
 //   wormhole-probe in-memory PATH...                 "PATH true|false": whether a wormhole there takes
 //                                                    its files for memory (tmpfs, ramfs: no fsync)
@@ -43,6 +45,13 @@ do {
         let padding = pad > 0 ? String(repeating: "p", count: pad) : nil
         for i in 0..<count { try wormhole.pass(Tick(w: writer, i: i, p: padding), identifier: args[3]) }
         try wormhole.flush()
+        print("done \(count)")
+    case "spin" where args.count == 6:
+        let wormhole = try Wormhole(group: args[2])
+        guard let writer = Int(args[4]), let count = Int(args[5]) else { fail("bad numbers") }
+        for i in 0..<count {
+            try wormhole.pass(Tick(w: writer, i: i, p: String(repeating: "p", count: (i * 389) % 1201)), identifier: args[3])
+        }
         print("done \(count)")
     case "increment" where args.count == 5:
         let wormhole = try Wormhole(group: args[2], transiting: .coordinated)
