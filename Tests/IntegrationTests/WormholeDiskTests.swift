@@ -157,6 +157,35 @@ extension IntegrationSuites {
             print("wormhole fileWriterKilled: \(cut) of \(runs) writers killed after passing, \(perWriter.values.map(\.count).reduce(0, +)) messages heard (start-up \(startup) ms)")
         }
 
+        @Test("file on disk: when a pass cannot write in place (each message smaller than the last), the message it replaced is written again by the next pass (no new file), and its name goes when the process exits")
+        func replacedMessageIsReused() throws {
+            let wormhole = try fixture.wormhole()
+            let message = messagesPath + "/reused"
+            var inodes: [UInt64] = []
+            // Each message shorter than the one before: never written in place (InPlace.swift).
+            for i in 0..<6 {
+                try wormhole.pass(String(repeating: "r", count: 60 - 10 * i), identifier: "reused")
+                #expect(try wormhole.message("reused", as: String.self)?.count == 60 - 10 * i)
+                inodes.append(try #require(inode(message)))
+                // From the second pass on, the replaced message is this process's spare.
+                if i >= 1 {
+                    let files = try messageFiles()
+                    let spare = files.filter { $0.hasPrefix(".tmp-\(getpid())-") }
+                    #expect(spare.count == 1 && inode(messagesPath + "/" + spare[0]) == inodes[i - 1],
+                            "pass \(i): \(files), inodes \(inodes)")
+                }
+            }
+            // The first pass makes the message, the second writes the spare made after it, and
+            // from then on the two files take turns.
+            #expect(inodes[2] == inodes[0] && inodes[3] == inodes[1] && inodes[4] == inodes[2], "\(inodes)")
+            // Another process: coordinated updates go through the same spares, and its exit
+            // removes its spare's name.
+            let result = try run("wormhole-probe", ["increment", "group.test", "counted", "5"], environment: fixture.environment)
+            #expect(result.status == 0, "\(result.err)")
+            #expect(try wormhole.message("counted", as: [String: Int].self) == ["count": 5])
+            #expect(try messageFilesButOurSpare() == ["counted", "reused"])
+        }
+
         @Test("file on disk: a replaced message that a reader still holds open is never written again: the reader reads it whole after later passes")
         func heldMessageIsNotReused() throws {
             let wormhole = try fixture.wormhole()
