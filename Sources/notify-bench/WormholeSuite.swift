@@ -58,14 +58,24 @@ func wormholeSuite(_ options: Options) async throws -> (rows: [Row], metrics: [M
     // The disk's own speed moves by several times within minutes here, so the queue on disk is
     // also given against one synced file per message, one after another (what a queue pass cost
     // before group commit), measured just before it in each round.
+    // Nothing is deleted until every run is done: on ext4 without a journal (this project's
+    // disk) a new inode is not taken from those deleted in the last 60-360 s, and the allocator
+    // walks past each of them, so a run just after another's thousands of deletions paid for
+    // them (BENCHMARKS.md, "The queue and deleted inodes").
     let count = max(2000, options.samples)
-    var rates: [String: [Double]] = [:], oneByOne: [Double] = []
-    for _ in 0..<options.rounds {
+    var rates: [String: [Double]] = [:], oneByOne: [Double] = [], written: [(Wormhole, String)] = []
+    for round in 0..<options.rounds {
         for (place, root) in [("disk", diskRoot), ("tmpfs", tmpfsRoot)] {
             sync()
-            if place == "disk" { oneByOne.append(try syncedFilesPerSecond(in: root, count: 300)) }
-            rates[place, default: []].append(try queueThroughput(bus: bus.address, root: root, count: count))
+            if place == "disk" { oneByOne.append(try syncedFilesPerSecond(in: root, count: 300, round: round)) }
+            let (rate, queue, identifier) = try queueThroughput(bus: bus.address, root: root, count: count)
+            rates[place, default: []].append(rate)
+            written.append((queue, identifier))
         }
+    }
+    for (queue, identifier) in written { try queue.clear(identifier) }
+    for round in 0..<options.rounds {
+        for i in 0..<300 { unlink(diskRoot + "/one-by-one-\(round)-\(i)") }
     }
     let median = { (runs: [Double]) in runs.sorted()[runs.count / 2] }
     let list = { (runs: [Double]) in runs.map { String(Int($0)) }.joined(separator: ", ") }
@@ -85,11 +95,11 @@ func wormholeSuite(_ options: Options) async throws -> (rows: [Row], metrics: [M
 
 /// Files per second of 1 KiB each written to a new temporary file, fsynced and renamed into
 /// place, one after another: one durable file per message without grouping, in `root`.
-private func syncedFilesPerSecond(in root: String, count: Int) throws -> Double {
+private func syncedFilesPerSecond(in root: String, count: Int, round: Int) throws -> Double {
     let block = [UInt8](repeating: 0x64, count: 1024)
     let t0 = DispatchTime.now().uptimeNanoseconds
     for i in 0..<count {
-        let temp = root + "/.one-by-one.tmp", path = root + "/one-by-one-\(i)"
+        let temp = root + "/.one-by-one.tmp", path = root + "/one-by-one-\(round)-\(i)"
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw BenchError("cannot create \(temp): errno \(errno)") }
         let ok = block.withUnsafeBytes({ write(fd, $0.baseAddress, 1024) }) == 1024 && fsync(fd) == 0
@@ -97,7 +107,6 @@ private func syncedFilesPerSecond(in root: String, count: Int) throws -> Double 
         guard ok, rename(temp, path) == 0 else { throw BenchError("write, fsync or rename of \(temp) failed: errno \(errno)") }
     }
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
-    for i in 0..<count { unlink(root + "/one-by-one-\(i)") }
     return Double(count) / seconds
 }
 
@@ -162,8 +171,8 @@ private func wormholePing(bus: String, root: String, size: Int, samples: Int, wa
 }
 
 /// Messages per second from `wormhole.pass` (queue) to the last one received by a listener in
-/// another process.
-private func queueThroughput(bus: String, root: String, count: Int) throws -> Double {
+/// another process; the wormhole and identifier, whose messages the caller removes.
+private func queueThroughput(bus: String, root: String, count: Int) throws -> (Double, Wormhole, String) {
     let env = ["DARWIN_NOTIFY_BUS": bus, "DARWIN_NOTIFY_CONTAINER_ROOT": root]
     let identifier = "flood.\(UInt32.random(in: 0 ... .max))"
     let drain = try Child("wormhole-probe", ["drain", "group.bench", identifier, "\(count)"], environment: env)
@@ -175,8 +184,7 @@ private func queueThroughput(bus: String, root: String, count: Int) throws -> Do
     for _ in 0..<count { try wormhole.pass(data: payload, identifier: identifier) }
     _ = try drain.readLine { $0.hasPrefix("done") }
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
-    try wormhole.clear(identifier)
-    return Double(count) / seconds
+    return (Double(count) / seconds, wormhole, identifier)
 }
 
 func json(suite: String, rows: [Row], metrics: [Metric]) -> String {
