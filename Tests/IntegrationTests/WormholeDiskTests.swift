@@ -77,6 +77,34 @@ extension IntegrationSuites {
             #expect(try messageFilesButOurSpare() == ["inplace"])
         }
 
+        @Test("file on disk: a message file of another owner, with another mode or a second link is never written in place: the pass replaces it, and the other name keeps its bytes")
+        func foreignMessageNotWrittenInPlace() throws {
+            guard geteuid() == 0 else { return } // chown to another user needs root
+            let wormhole = try fixture.wormhole()
+            try wormhole.pass("aaaa", identifier: "foreign")
+            let path = messagesPath + "/foreign", elsewhere = fixture.root + "/elsewhere"
+            // Another user's file (root may take a lease on any file, so only the owner check
+            // keeps the pass out of it), another mode, a second name.
+            let cases: [(String, () -> Int32)] = [
+                ("another owner", { chown(path, 65534, 65534) }),
+                ("another mode", { chmod(path, 0o644) }),
+                ("a second link", { link(path, elsewhere) }),
+            ]
+            for (what, change) in cases {
+                let before = try #require(inode(path))
+                #expect(change() == 0, "\(what): errno \(errno)")
+                let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+                try wormhole.pass("bbbb", identifier: "foreign")
+                #expect(try wormhole.message("foreign", as: String.self) == "bbbb", "\(what)")
+                #expect(inode(path) != before, "\(what): written in place")
+                if what == "a second link" {
+                    #expect(try Data(contentsOf: URL(fileURLWithPath: elsewhere)) == bytes, "the other name's bytes changed")
+                    unlink(elsewhere)
+                }
+                try wormhole.pass("aaaa", identifier: "foreign") // written in place: ours again
+            }
+        }
+
         @Test("file on disk: a reader that opens a message while a writer holds its lease (writing it in place) waits for it and reads the new message whole, not an error")
         func readerWaitsForLease() throws {
             let wormhole = try fixture.wormhole()
