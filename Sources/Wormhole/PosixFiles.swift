@@ -90,11 +90,11 @@ enum PosixFiles {
         }
     }
 
-    /// What is at a message's path, opened without following a link or blocking (a FIFO there
-    /// must not hang a reader: `O_NONBLOCK`), and read only if it is a regular file.
     /// How long a reader waits for a writer's lease on a message file, in µs (readMessage).
     static let leaseWait: UInt32 = 2_000_000
 
+    /// What is at a message's path, opened without following a link or blocking (a FIFO there
+    /// must not hang a reader: `O_NONBLOCK`), and read only if it is a regular file.
     enum MessageRead {
         case missing
         case bytes(Data)
