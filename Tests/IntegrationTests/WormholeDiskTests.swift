@@ -136,6 +136,24 @@ extension IntegrationSuites {
             #expect(reader.stdout == "\"second\"\n")
         }
 
+        @Test("file on disk: a lease never let go (a writer stopped while it writes) does not hang a reader: it reports the lease after about 2 s, and reads the message once the lease is gone")
+        func leaseHeldTooLong() throws {
+            let wormhole = try fixture.wormhole()
+            try wormhole.pass("kept", identifier: "stuck")
+            let fd = open(messagesPath + "/stuck", O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+            #expect(fd >= 0)
+            defer { close(fd) }
+            #expect(fcntl(fd, 10 /* F_SETSIG */, SIGURG) == 0)
+            #expect(fcntl(fd, 1024 /* F_SETLEASE */, Int32(F_WRLCK)) == 0, "errno \(errno)")
+            let started = Date()
+            let read = try fixture.cli(["read", "group.test", "stuck"], timeout: 30)
+            let took = Date().timeIntervalSince(started)
+            #expect(read.status != 0 && read.err.contains("lease"), "\(read)")
+            #expect(took >= 1.5 && took < 20, "the reader gave up after \(took) s")
+            #expect(fcntl(fd, 1024, Int32(F_UNLCK)) == 0)
+            #expect(try fixture.cliOK(["read", "group.test", "stuck"]) == "\"kept\"\n")
+        }
+
         @Test("file on disk: a writer SIGKILLed at random points of a run of passes (in place, and replaced when smaller), 100 times: the message is whole after each, a listener gets only whole messages, each writer's in order, and nothing is quarantined")
         func fileWriterKilled() throws {
             let listener = try fixture.listener(["listen", "group.test", "spun"])
