@@ -160,15 +160,8 @@ extension IntegrationSuites {
             defer { listener.kill() }
             let wormhole = try fixture.wormhole()
             let runs = 100
-            // A writer's start-up here, the shorter of two (at most 400 ms): the kill points cover
-            // it and 60 ms of passes after it.
-            var startup = 400
-            for _ in 0..<2 {
-                let started = Date()
-                let probe = try ChildProcess("wormhole-probe", ["spin", "group.test", "startup", "0", "1"], environment: fixture.environment)
-                #expect(try probe.waitForExit(timeout: 60) == 0, "\(probe.stderr)")
-                startup = min(startup, Int(Date().timeIntervalSince(started) * 1000))
-            }
+            // The kill points cover a writer's start-up here and 60 ms of passes after it.
+            let startup = try fixture.probeStartupMilliseconds(["spin", "group.test", "startup", "0", "1"])
             var seen: [Int] = [], bad: [String] = []
             for run in 0..<runs {
                 let writer = try ChildProcess("wormhole-probe", ["spin", "group.test", "spun", "\(run)", "1000000"],

@@ -67,16 +67,9 @@ extension IntegrationSuites {
             let listener = try fixture.listener(["--transiting", "queue", "listen", "group.test", "crash", "--name", "collector"])
             defer { listener.kill() }
             let runs = 100
-            // How long a writer takes here to start, pass a message and sync it (longer in a
-            // sanitizer build, or on a slow disk), on another identifier, the shorter of two and
-            // at most 400 ms: the kill points cover that and 80 ms of flood after it.
-            var startup = 400
-            for _ in 0..<2 {
-                let started = Date()
-                let probe = try ChildProcess("wormhole-probe", ["flood", "group.test", "startup", "0", "1"], environment: fixture.environment)
-                #expect(try probe.waitForExit(timeout: 60) == 0, "\(probe.stderr)")
-                startup = min(startup, Int(Date().timeIntervalSince(started) * 1000))
-            }
+            // How long a writer takes here to start, pass a message and sync it, on another
+            // identifier: the kill points cover that and 80 ms of flood after it.
+            let startup = try fixture.probeStartupMilliseconds(["flood", "group.test", "startup", "0", "1"])
             var killedAfter: [Int] = []
             for run in 0..<runs {
                 let writer = try ChildProcess("wormhole-probe", ["flood", "group.test", "crash", "\(run)", "100000"],

@@ -33,6 +33,22 @@ final class WormholeFixture: Sendable {
         try run("wormhole", arguments, environment: environment, timeout: timeout)
     }
 
+    /// How long `wormhole-probe ARGS` (passing one message) takes here from start to exit, the
+    /// shorter of two runs and at most 400 ms: longer in a sanitizer build, or on a slow disk.
+    /// The crash tests spread their kill points over it and some work after it.
+    func probeStartupMilliseconds(_ arguments: [String]) throws -> Int {
+        var startup = 400
+        for _ in 0..<2 {
+            let started = Date()
+            let probe = try ChildProcess("wormhole-probe", arguments, environment: environment)
+            guard try probe.waitForExit(timeout: 60) == 0 else {
+                throw TestFailure("wormhole-probe \(arguments) failed: \(probe.stderr)")
+            }
+            startup = min(startup, Int(Date().timeIntervalSince(started) * 1000))
+        }
+        return startup
+    }
+
     /// Runs `wormhole ARGS` and fails unless it exits 0.
     @discardableResult
     func cliOK(_ arguments: [String]) throws -> String {
