@@ -108,24 +108,25 @@ struct EnvelopeFault: Error {
 /// strangers out; this catches truncation and stray writes.
 enum Checksum {
     static func hex(of data: Data) -> String {
-        let value = data.withUnsafeBytes { raw -> UInt64 in
-            var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(raw.count)
-            var offset = 0
-            while offset + 8 <= raw.count {
-                let word = raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
-                h = ((h ^ word) &* 0xFF51_AFD7_ED55_8CCD)
-                h = (h << 31) | (h >> 33)
-                offset += 8
-            }
-            while offset < raw.count {
-                h = (h ^ UInt64(raw[offset])) &* 0x0100_0000_01B3
-                offset += 1
-            }
-            h ^= h >> 33
-            h = h &* 0xC4CE_B9FE_1A85_EC53
-            return h ^ (h >> 33)
-        }
-        let hex = String(value, radix: 16)
+        let hex = String(data.withUnsafeBytes { value(of: $0) }, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    static func value(of raw: UnsafeRawBufferPointer) -> UInt64 {
+        var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(raw.count)
+        var offset = 0
+        while offset + 8 <= raw.count {
+            let word = raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            h = ((h ^ word) &* 0xFF51_AFD7_ED55_8CCD)
+            h = (h << 31) | (h >> 33)
+            offset += 8
+        }
+        while offset < raw.count {
+            h = (h ^ UInt64(raw[offset])) &* 0x0100_0000_01B3
+            offset += 1
+        }
+        h ^= h >> 33
+        h = h &* 0xC4CE_B9FE_1A85_EC53
+        return h ^ (h >> 33)
     }
 }

@@ -26,7 +26,9 @@ import SystemPackage
 /// process that exits runs a last round (`atexit`), so a tool's last pass is announced too.
 final class GroupCommit: Sendable {
     private struct Pending {
-        var files: [Int32] = []
+        /// Open files to sync, one per key (a segment's device and inode): several passes into one segment
+        /// make one sync.
+        var files: [String: Int32] = [:]
         var identifiers: [String] = []
         var scheduled = false
         var failure: WormholeError?
@@ -48,17 +50,21 @@ final class GroupCommit: Sendable {
         }
     }
 
-    /// A message appended under `identifier`, whose file `fd` is still open: synced, closed and
-    /// announced by the next round (-1: a file already synced, only to announce). Throws the failure of an earlier round, if any.
-    func add(_ fd: Int32, identifier: String) throws(WormholeError) {
-        let (schedule, failure) = pending.withLock { p -> (Bool, WormholeError?) in
-            if fd >= 0 { p.files.append(fd) }
+    /// A message appended under `identifier` to the file `key`, open as `fd` (now the
+    /// committer's): synced, closed and announced by the next round. A file already handed over
+    /// for this round is synced once; the extra descriptor is closed. Throws the failure of an
+    /// earlier round, if any.
+    func add(_ fd: Int32, key: String, identifier: String) throws(WormholeError) {
+        let (schedule, failure, extra) = pending.withLock { p -> (Bool, WormholeError?, Int32?) in
+            var extra: Int32?
+            if p.files[key] == nil { p.files[key] = fd } else { extra = fd }
             if !p.identifiers.contains(identifier) { p.identifiers.append(identifier) }
             let failure = p.failure
             p.failure = nil
             defer { p.scheduled = true }
-            return (!p.scheduled, failure)
+            return (!p.scheduled, failure, extra)
         }
+        if let extra { close(extra) }
         if schedule { queue.async { self.round() } }
         if let failure { throw failure }
     }
@@ -75,12 +81,12 @@ final class GroupCommit: Sendable {
     private func round() {
         let batch = pending.withLock { p -> Pending in
             let batch = p
-            p.files = []
+            p.files = [:]
             p.identifiers = []
             p.scheduled = false
             return batch
         }
-        var failure: WormholeError? = ParallelSync.syncAndClose(batch.files).map {
+        var failure: WormholeError? = ParallelSync.syncAndClose(Array(batch.files.values)).map {
             .io("sync a queue message (its pass had returned; it is kept, and announced)", Errno(rawValue: $0))
         }
         for identifier in batch.identifiers {

@@ -43,14 +43,34 @@ struct Layout: Sendable {
     /// Moves a damaged file out of the way, so that nobody reads it again and nothing is lost:
     /// `quarantine/<identifier>/<seconds>-<pid>-<n>[-<name>]`. Returns the new path.
     func quarantine(_ path: FilePath, identifier: String) throws(WormholeError) -> FilePath {
-        let folder = quarantine.appending(identifier)
-        try PosixFiles.makeDirectory(folder, permissions: directoryPermissions)
-        var name = "\(Int(Date().timeIntervalSince1970))-\(getpid())-\(Layout.quarantineCounter.wrappingAdd(1, ordering: .relaxed).newValue)"
-        if let last = path.lastComponent?.string, last != identifier { name += "-" + last }
-        let destination = folder.appending(name)
+        let last = path.lastComponent?.string
+        let destination = try quarantinePath(identifier, name: last == identifier ? nil : last)
         if rename(path.string, destination.string) != 0 {
             throw .io("move \(path) to quarantine", Errno(rawValue: errno))
         }
         return destination
+    }
+
+    /// Keeps a copy of a damaged queue record, which cannot be moved out of its segment:
+    /// `quarantine/<identifier>/<seconds>-<pid>-<n>-<name>`. Returns its path.
+    func quarantine(copyOf bytes: Data, identifier: String, name: String) throws(WormholeError) -> FilePath {
+        let destination = try quarantinePath(identifier, name: name)
+        let fd = open(destination.string, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, filePermissions.rawValue)
+        guard fd >= 0 else { throw .io("create \(destination)", Errno(rawValue: errno)) }
+        defer { close(fd) }
+        do {
+            _ = try bytes.withUnsafeBytes { try FileDescriptor(rawValue: fd).writeAll($0) }
+        } catch {
+            throw .io("write \(destination)", error as? Errno ?? .ioError)
+        }
+        return destination
+    }
+
+    private func quarantinePath(_ identifier: String, name: String?) throws(WormholeError) -> FilePath {
+        let folder = quarantine.appending(identifier)
+        try PosixFiles.makeDirectory(folder, permissions: directoryPermissions)
+        var file = "\(Int(Date().timeIntervalSince1970))-\(getpid())-\(Layout.quarantineCounter.wrappingAdd(1, ordering: .relaxed).newValue)"
+        if let name { file += "-" + name }
+        return folder.appending(file)
     }
 }

@@ -5,16 +5,18 @@ import Musl
 #endif
 import FoundationEssentials
 import SystemPackage
+import Synchronization
 
 /// `queue` transiting: a lossless FIFO per identifier (docs/PROTOCOL.md, "Queues").
 ///
 ///     queues/<identifier>/.state             flock target; head, tail, bytes, generation (4 × UInt64 LE)
-///     queues/<identifier>/<20-digit seq>     one immutable message each, linked in when complete
+///     queues/<identifier>/<20-digit first>.seg  the messages of 256 sequences (QueueSegment.swift)
+///     queues/<identifier>/<20-digit seq>     one message each, as versions before 0.11 wrote them: still read
 ///     queues/<identifier>/.cursors/<name>    a named listener's next sequence (UInt64 LE)
 ///
 /// Writers append under the exclusive lock, so sequence numbers follow the order of passes and
-/// each writer's messages stay in its order. Message files are never modified, only removed from
-/// the old end, so readers need no lock to read them.
+/// each writer's messages stay in its order. A message is never changed once its entry is
+/// written, only removed from the old end, so readers need no lock to read them.
 struct MessageQueue: Sendable {
     let layout: Layout
     let identifier: String
@@ -104,12 +106,15 @@ struct MessageQueue: Sendable {
         return try readState(lock)
     }
 
+    func segmentPath(first: UInt64) -> FilePath { directory.appending(QueueSegment.name(first: first)) }
+
     /// Appends a message; returns its sequence number. Applies retention first.
     ///
-    /// With `syncToDisk` and a `committer`, the message is not synced here: its file, whole,
-    /// linked and counted, is handed to the committer, which syncs it with the others of its
-    /// round and then announces it (GroupCommit.swift). Without a committer the file is synced
-    /// before it is linked, and the caller announces.
+    /// The message goes at the end of its segment (QueueSegment.swift), then its entry, then
+    /// `.state` counts it. With `syncToDisk` and a `committer`, the segment is not synced here:
+    /// it is handed to the committer, which syncs it once for every message of its round and then
+    /// announces them (GroupCommit.swift). Without a committer it is synced before `.state`
+    /// counts the message, and the caller announces.
     /// - Throws: `.queueFull` (policy `.reject`), `.diskFull`, `.io`.
     @discardableResult
     func append(_ envelope: Envelope, committer: GroupCommit? = nil) throws(WormholeError) -> UInt64 {
@@ -117,35 +122,60 @@ struct MessageQueue: Sendable {
         let lock = try lock(exclusive: true)
         defer { lock.unlock() }
         var state = try initializedState(lock)
-        let grouped = configuration.syncToDisk && committer != nil
-        let file = try MessageFile(bytes, in: directory, permissions: layout.filePermissions,
-                                   sync: configuration.syncToDisk && !grouped)
-        defer { file.discard() }
-        try applyRetention(&state, adding: UInt64(bytes.count))
+        let open = SegmentCache()
+        try applyRetention(&state, adding: UInt64(bytes.count), open)
         var sequence = state.head
-        // A writer that died between linking its file and saving the state left the file behind:
-        // it is a complete message, so it is kept and counted, and this one goes after it.
-        while try !file.link(to: path(of: sequence)) {
-            state.bytes += fileSize(path(of: sequence))
+        var segment = try writable(sequence, open)
+        // A writer that died between writing an entry and saving the state left a complete
+        // message: it is kept and counted, and this one goes after it.
+        while case let slot = segment.slot(sequence), slot != .empty {
+            if case .entry(let entry) = slot { state.bytes += UInt64(entry.length) }
             sequence += 1
+            if QueueSegment.first(of: sequence) != open.first { segment = try writable(sequence, open) }
+        }
+        try segment.append(bytes, sequence: sequence)
+        let grouped = configuration.syncToDisk && committer != nil
+        if configuration.syncToDisk && !grouped, fdatasync(segment.fd) != 0 {
+            throw .io("sync \(segment.path)", Errno(rawValue: errno))
         }
         state.head = sequence + 1
         state.bytes += UInt64(bytes.count)
         try writeState(state, lock)
-        if grouped, let committer { try committer.add(file.release(), identifier: identifier) }
+        if grouped, let committer {
+            try committer.add(segment.handOver(), key: segment.identity, identifier: identifier)
+        }
         return sequence
     }
 
-    private func applyRetention(_ state: inout State, adding size: UInt64) throws(WormholeError) {
+    /// The segment of `sequence`, opened (made if missing) to write. Something there that is not
+    /// a regular file is moved to quarantine and a new segment made.
+    private func writable(_ sequence: UInt64, _ cache: SegmentCache) throws(WormholeError) -> Segment {
+        let first = QueueSegment.first(of: sequence)
+        if cache.first == first, let segment = cache.segment { return segment }
+        let path = segmentPath(first: first)
+        for _ in 0 ..< 2 {
+            switch try QueueSegment.open(path, .create, permissions: layout.filePermissions) {
+            case .segment(let segment):
+                if segment.size < QueueSegment.indexSize { try? PosixFiles.setExactPermissions(FileDescriptor(rawValue: segment.fd), layout.filePermissions) }
+                (cache.first, cache.segment) = (first, segment)
+                return segment
+            case .unusable, .missing:
+                _ = try layout.quarantine(path, identifier: identifier)
+            }
+        }
+        throw WormholeError(.unsafeContainer, "\(path) is not a regular file after it was moved to quarantine; someone keeps making it")
+    }
+
+    private func applyRetention(_ state: inout State, adding size: UInt64, _ open: SegmentCache) throws(WormholeError) {
         let retention = configuration.queue
         // Read by every named listener: no longer needed.
         if let consumed = try minimumCursor() {
-            while state.tail < min(consumed, state.head) { try removeOldest(&state) }
+            while state.tail < min(consumed, state.head) { try removeOldest(&state, open) }
         }
         // Too old.
         let cutoff = Date().timeIntervalSince1970 - retention.maxAge
-        while state.tail < state.head, modificationTime(path(of: state.tail)) ?? 0 < cutoff {
-            try removeOldest(&state)
+        while state.tail < state.head, tailPassedAt(state, open) ?? 0 < cutoff {
+            try removeOldest(&state, open)
         }
         // Over the limits.
         while state.count + 1 > UInt64(retention.maxMessages) || state.bytes + size > UInt64(retention.maxBytes) {
@@ -153,16 +183,68 @@ struct MessageQueue: Sendable {
                 throw WormholeError(.queueFull,
                     "queue '\(identifier)' holds \(state.count) messages, \(state.bytes) bytes; adding \(size) bytes would pass its limit (\(retention.maxMessages) messages, \(retention.maxBytes) bytes); nothing was written")
             }
-            try removeOldest(&state)
+            try removeOldest(&state, open)
         }
     }
 
-    private func removeOldest(_ state: inout State) throws(WormholeError) {
-        let path = path(of: state.tail)
-        let size = fileSize(path)
-        try PosixFiles.remove(path)
+    /// The segment of `sequence` if there is one (nil: none, or not a regular file), kept open in
+    /// `cache` for the next sequence.
+    private func existing(_ sequence: UInt64, _ cache: SegmentCache) throws(WormholeError) -> Segment? {
+        let first = QueueSegment.first(of: sequence)
+        if cache.first == first, let segment = cache.segment { return segment }
+        guard case .segment(let segment) = try QueueSegment.open(segmentPath(first: first), .write,
+                                                                 permissions: layout.filePermissions) else { return nil }
+        (cache.first, cache.segment) = (first, segment)
+        return segment
+    }
+
+    /// Removes message `tail`: its entry is cleared (a message file of an older version is
+    /// unlinked), and once the tail has passed a whole segment, the segment goes.
+    private func removeOldest(_ state: inout State, _ open: SegmentCache) throws(WormholeError) {
+        let sequence = state.tail
+        var size: UInt64 = 0
+        let segment = try? existing(sequence, open)
+        if let segment, case let slot = segment.slot(sequence), slot != .empty {
+            if case .entry(let entry) = slot { size = UInt64(entry.length) }
+            if sequence != QueueSegment.last(of: sequence) { try segment.clear(sequence) }
+        } else {
+            let path = path(of: sequence)
+            size = fileSize(path)
+            try PosixFiles.remove(path)
+        }
         state.bytes -= min(state.bytes, size)
         state.tail += 1
+        if sequence == QueueSegment.last(of: sequence), let segment {
+            try removeSegment(segment)
+            open.drop()
+        }
+    }
+
+    private func removeSegment(_ segment: Segment) throws(WormholeError) {
+        try segment.clearIndex()
+        try PosixFiles.remove(segment.path)
+    }
+
+    /// When message `sequence` was passed: its entry's time, or an older version's message
+    /// file's mtime; nil if it has neither.
+    private func passedAt(_ sequence: UInt64, _ open: SegmentCache) -> Double? {
+        if let segment = try? existing(sequence, open), case .entry(let entry) = segment.slot(sequence) { return entry.seconds }
+        return modificationTime(path(of: sequence))
+    }
+
+    /// The time of the queue's oldest message, as this process last read it: every pass checks
+    /// it against the maximum age, and while the tail and generation are the same it is the same
+    /// message (keyed by the queue's directory; a few dozen bytes per queue a process wrote).
+    private static let tailTimes = Mutex<[String: (generation: UInt64, tail: UInt64, time: Double?)]>([:])
+
+    private func tailPassedAt(_ state: State, _ open: SegmentCache) -> Double? {
+        let key = directory.string
+        if let known = MessageQueue.tailTimes.withLock({ $0[key] }), known.generation == state.generation, known.tail == state.tail {
+            return known.time
+        }
+        let time = passedAt(state.tail, open)
+        MessageQueue.tailTimes.withLock { $0[key] = (state.generation, state.tail, time) }
+        return time
     }
 
     private func fileSize(_ path: FilePath) -> UInt64 {
@@ -186,8 +268,52 @@ struct MessageQueue: Sendable {
         return result
     }
 
-    /// Reads message `sequence`: nil if there is no such file.
-    func read(_ sequence: UInt64) throws(WormholeError) -> Result<WormholeMessage, WormholeError>? {
+    /// Reads message `sequence`: nil if there is none. `cache` keeps the segment open for the
+    /// next read; `drop()` it to look at the directory again.
+    func read(_ sequence: UInt64, cache: SegmentCache = SegmentCache()) throws(WormholeError) -> Result<WormholeMessage, WormholeError>? {
+        let first = QueueSegment.first(of: sequence)
+        if cache.first != first || cache.segment == nil {
+            cache.drop()
+            let path = segmentPath(first: first)
+            switch try QueueSegment.open(path, .read, permissions: layout.filePermissions) {
+            case .missing: return try readFile(sequence)
+            case .segment(let segment): (cache.first, cache.segment) = (first, segment)
+            case .unusable(let what):
+                let moved = try layout.quarantine(path, identifier: identifier)
+                return .failure(WormholeError(.corruptMessage,
+                    "queue segment \(QueueSegment.name(first: first)) of '\(identifier)' is \(what), not a segment file; moved to \(moved)",
+                    quarantinedPath: moved.string))
+            }
+        }
+        guard let segment = cache.segment else { return nil }
+        let limit = configuration.maxPayloadBytes + Envelope.maxHeaderBytes + 8
+        switch segment.slot(sequence) {
+        case .empty: return try readFile(sequence)
+        case .damaged:
+            return .failure(WormholeError(.corruptMessage,
+                "queue message \(sequence) of '\(identifier)': its entry in \(segment.path) is damaged; it is skipped"))
+        case .entry(let entry) where Int(entry.length) > limit:
+            return .failure(WormholeError(.corruptMessage,
+                "queue message \(sequence) of '\(identifier)' is \(entry.length) bytes, over this reader's limit of \(configuration.maxPayloadBytes) payload bytes; it is skipped"))
+        case .entry(let entry):
+            guard let bytes = segment.record(entry) else {
+                return .failure(WormholeError(.corruptMessage,
+                    "queue message \(sequence) of '\(identifier)' runs past the end of \(segment.path) (offset \(entry.offset), \(entry.length) bytes); it is skipped"))
+            }
+            switch Envelope.decode(bytes) {
+            case .success(let envelope):
+                return .success(WormholeMessage(identifier: identifier, envelope: envelope, sequence: sequence))
+            case .failure(let fault):
+                let kept = try layout.quarantine(copyOf: bytes, identifier: identifier, name: "\(sequence)")
+                return .failure(WormholeError(.corruptMessage,
+                    "queue message \(sequence) of '\(identifier)' is damaged (\(fault.reason)); a copy is in \(kept) and it is skipped",
+                    quarantinedPath: kept.string))
+            }
+        }
+    }
+
+    /// Reads message `sequence` from its own file, as versions before segments wrote it.
+    private func readFile(_ sequence: UInt64) throws(WormholeError) -> Result<WormholeMessage, WormholeError>? {
         let path = path(of: sequence)
         let bytes: Data
         // A message that cannot be read here is moved aside and reported, and the reader goes on:
@@ -220,10 +346,11 @@ struct MessageQueue: Sendable {
     /// The newest message, for `read` on a queue.
     func latest() throws(WormholeError) -> WormholeMessage? {
         let state = try currentState()
+        let cache = SegmentCache()
         var sequence = state.head
         while sequence > state.tail {
             sequence -= 1
-            if let result = try read(sequence) { return try result.get() }
+            if let result = try read(sequence, cache: cache) { return try result.get() }
         }
         return nil
     }
@@ -234,77 +361,17 @@ struct MessageQueue: Sendable {
         let lock = try lock(exclusive: true)
         defer { lock.unlock() }
         var state = try readState(lock)
-        while state.tail < state.head { try removeOldest(&state) }
+        for name in try PosixFiles.listDirectory(directory) where name.utf8.first.map({ $0 >= 0x30 && $0 <= 0x39 }) == true {
+            let path = directory.appending(name)
+            if name.hasSuffix(".seg"), case .segment(let segment) = try QueueSegment.open(path, .write, permissions: layout.filePermissions) {
+                try removeSegment(segment)
+            } else {
+                try PosixFiles.remove(path)
+            }
+        }
+        state.tail = state.head
         state.bytes = 0
         try writeState(state, lock)
-    }
-}
-
-/// A queue message's file while it is written: unnamed (`O_TMPFILE`) where the file system and
-/// /proc allow, so a writer that dies before linking it leaves nothing behind, and linking it
-/// under its sequence is one `linkat`; else a `.tmp-…` file, linked, then unlinked.
-final class MessageFile {
-    private var fd: Int32?
-    private let temp: FilePath?
-
-    init(_ bytes: Data, in directory: FilePath, permissions: FilePermissions, sync: Bool) throws(WormholeError) {
-        let fd = PosixFiles.canNameUnnamedFiles
-            ? open(directory.string, PosixFiles.unnamedFile | O_RDWR | O_CLOEXEC, permissions.rawValue) : -1
-        guard fd >= 0 else {
-            let named = try PosixFiles.writeTemporary(bytes, in: directory, permissions: permissions, sync: sync)
-            temp = named
-            guard !sync else { self.fd = nil; return }
-            // Unsynced: its committer syncs it later, through a descriptor.
-            let reopened = open(named.string, O_RDONLY | O_CLOEXEC)
-            guard reopened >= 0 else {
-                let error = Errno(rawValue: errno)
-                unlink(named.string)
-                throw .io("open \(named)", error)
-            }
-            self.fd = reopened
-            return
-        }
-        temp = nil
-        do {
-            try PosixFiles.setExactPermissions(FileDescriptor(rawValue: fd), permissions)
-            _ = try bytes.withUnsafeBytes { try FileDescriptor(rawValue: fd).writeAll($0) }
-            if sync, fsync(fd) != 0 { throw Errno(rawValue: errno) }
-        } catch {
-            close(fd)
-            throw .io("write a message in \(directory)", error as? Errno ?? .ioError)
-        }
-        self.fd = fd
-    }
-
-    /// Links the file at `destination` unless something is there (false).
-    func link(to destination: FilePath) throws(WormholeError) -> Bool {
-        if let temp { return try PosixFiles.link(temp, to: destination) }
-        guard let fd else { throw WormholeError(.unsupported, "message file already handed over") }
-        if linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, destination.string, AT_SYMLINK_FOLLOW) == 0 { return true }
-        if errno == EEXIST { return false }
-        throw .io("link \(destination)", Errno(rawValue: errno))
-    }
-
-    /// The open file, for the committer to sync and close (-1 if it was synced already).
-    func release() -> Int32 {
-        defer { fd = nil }
-        return fd ?? -1
-    }
-
-    /// Removes the temporary name and closes what was not handed over.
-    func discard() {
-        if let temp { unlink(temp.string) }
-        if let fd { close(fd) }
-        fd = nil
-    }
-}
-
-extension PosixFiles {
-    /// `link(2)` without replacing: false if `destination` exists. `temp` stays.
-    static func link(_ temp: FilePath, to destination: FilePath) throws(WormholeError) -> Bool {
-        if Glibc.link(temp.string, destination.string) == 0 { return true }
-        if errno == EEXIST { return false }
-        throw .io("link \(destination)", Errno(rawValue: errno))
     }
 }
 

@@ -66,6 +66,8 @@ final class QueueSource: MessageSource {
     /// count drops to 0 when someone removes the queue (`rm -rf queues/<id>`) under us.
     private var generation: UInt64
     private var stateFD: Int32
+    /// The segment read last, open for the next message.
+    private let segments = SegmentCache()
     var readsUntilEmpty: Bool { true }
 
     init(queue: MessageQueue, listenerName: String?) throws(WormholeError) {
@@ -167,6 +169,7 @@ final class QueueSource: MessageSource {
             }
             nextSequence = resume
             pending = nil
+            segments.drop()
             return .failure(WormholeError(.messagesLost,
                 "queue '\(queue.identifier)' was removed and made again while this listener ran: messages of the old queue it had not read are lost; continuing with the new queue at message \(resume)"))
         } catch {
@@ -181,13 +184,14 @@ final class QueueSource: MessageSource {
         }
         if queueWasRemoved { return reattach() }
         do throws(WormholeError) {
-            if let result = try queue.read(nextSequence) {
+            if let result = try queue.read(nextSequence, cache: segments) {
                 pending = nextSequence + 1
                 return result
             }
-            // No file: caught up, or removed by retention before this listener read it. Writers
-            // link files and move head under the exclusive lock, so look again under the shared
-            // lock: a file linked since the first look is visible then.
+            // No message: caught up, or removed by retention before this listener read it.
+            // Writers write entries and move head under the exclusive lock, so look again under
+            // the shared lock, with the segment opened again (a segment made since the first
+            // look, or made anew after `clear`): a message written since is visible then.
             let lock = try queue.lock(exclusive: false)
             let state: MessageQueue.State
             do throws(WormholeError) { state = try queue.readState(lock) } catch { lock.unlock(); throw error }
@@ -197,7 +201,8 @@ final class QueueSource: MessageSource {
             }
             defer { lock.unlock() }
             if nextSequence >= state.head { return nil }
-            if let result = try queue.read(nextSequence) {
+            segments.drop()
+            if let result = try queue.read(nextSequence, cache: segments) {
                 pending = nextSequence + 1
                 return result
             }
@@ -221,6 +226,7 @@ final class QueueSource: MessageSource {
     }
 
     func close() {
+        segments.drop()
         if let cursorFD { Glibc.close(cursorFD) }
         cursorFD = nil
         if stateFD >= 0 { Glibc.close(stateFD) }

@@ -153,6 +153,16 @@ struct ProtocolVectorTests {
                     #expect(CNotify_protocol_fast_hello(origin, token, parts[0], &out, out.count, &length) == 0)
                 }
                 #expect(out.prefix(length).map { String(format: "%02x", $0) }.joined(separator: " ") == row.value, "\(row)")
+            case "queue segment name":
+                #expect(QueueSegment.name(first: QueueSegment.first(of: UInt64(input.split(separator: " ")[1])!)) == row.value, "\(row)")
+            case "queue segment entry":
+                // "sequence S, offset O, length L, T ns"
+                let numbers = input.split(whereSeparator: { !$0.isNumber }).compactMap { UInt64($0) }
+                let entry = QueueSegment.Entry(offset: numbers[1], length: UInt32(numbers[2]), nanoseconds: Int64(numbers[3]))
+                let bytes = entry.encoded(sequence: numbers[0])
+                #expect(bytes.map { String(format: "%02x", $0) }.joined(separator: " ") == row.value, "\(row)")
+                #expect(QueueSegment.Slot.decode(bytes, sequence: numbers[0]) == .entry(entry))
+                #expect(QueueSegment.Slot.decode(bytes, sequence: numbers[0] + 1) == .damaged, "the check covers the sequence")
             default:
                 Issue.record("a vector the test does not know: \(row)")
             }

@@ -244,17 +244,17 @@ extension IntegrationSuites {
             #expect(worker.lines == [#"{"n":1}"#, #"{"n":2}"#])
             // Nothing came back to A's queue: no message there is a mirrored copy (pid 0).
             let queueA = rootA + "/group.demo/wormhole/queues/jobs"
-            for file in try FileManager.default.contentsOfDirectory(atPath: queueA) where !file.hasPrefix(".") {
-                let header = try String(contentsOfFile: queueA + "/" + file, encoding: .utf8).prefix { $0 != "\n" }
-                #expect(header.split(separator: " ").last != "0", "\(file): \(header)")
+            for (sequence, record) in try WormholeTestSupport.segmentMessages(queueA).messages {
+                let header = String(decoding: record, as: UTF8.self).prefix { $0 != "\n" }
+                #expect(header.split(separator: " ").last != "0", "\(sequence): \(header)")
             }
             // And B's copies are mirrored ones: pid 0.
             let queueB = rootB + "/group.demo/wormhole/queues/jobs"
-            let copies = try FileManager.default.contentsOfDirectory(atPath: queueB).filter { !$0.hasPrefix(".") }
+            let copies = try WormholeTestSupport.segmentMessages(queueB).messages
             #expect(!copies.isEmpty)
-            for file in copies {
-                let header = try String(contentsOfFile: queueB + "/" + file, encoding: .utf8).prefix { $0 != "\n" }
-                #expect(header.split(separator: " ").last == "0", "\(file): \(header)")
+            for (sequence, record) in copies {
+                let header = String(decoding: record, as: UTF8.self).prefix { $0 != "\n" }
+                #expect(header.split(separator: " ").last == "0", "\(sequence): \(header)")
             }
             // File transiting: the latest message per identifier.
             #expect(try run("wormhole", ["pass", "group.demo", "settings", #"{"theme":"dark"}"#], environment: onA).status == 0)

@@ -219,7 +219,7 @@ extension IntegrationSuites {
             #expect((try? got.last?.get()) == 3)
         }
 
-        @Test("messages every named listener has read are removed at the next pass")
+        @Test("messages every named listener has read are removed at the next pass: their entries cleared, and a segment once all its messages are")
         func consumedMessagesAreRemoved() throws {
             let queue = try fixture.wormhole(transiting: .queue)
             let done = DispatchSemaphore(value: 0)
@@ -230,9 +230,21 @@ extension IntegrationSuites {
             #expect(done.wait(timeout: .now() + 20) == .success)
             listener.cancelAndWait()
             try queue.pass(4, identifier: "q")
-            let files = try FileManager.default.contentsOfDirectory(atPath: queue.container.path + "/wormhole/queues/q")
-                .filter { !$0.hasPrefix(".") }
-            #expect(files == ["00000000000000000004"])
+            let directory = queue.container.path + "/wormhole/queues/q"
+            let (messages, damaged) = try WormholeTestSupport.segmentMessages(directory)
+            #expect(messages.keys.sorted() == [4] && damaged.isEmpty, "the entries of 1…3 are cleared: \(messages.keys.sorted())")
+            // A segment goes once every one of its 256 messages is removed.
+            for n in 5...300 { try queue.pass(n, identifier: "q") }
+            let done2 = DispatchSemaphore(value: 0)
+            let again = try queue.listen(for: "q", as: Int.self, name: "reader") { result in
+                if case .success(300) = result { done2.signal() }
+            }
+            #expect(done2.wait(timeout: .now() + 20) == .success)
+            again.cancelAndWait()
+            try queue.pass(301, identifier: "q")
+            let files = try FileManager.default.contentsOfDirectory(atPath: directory).filter { !$0.hasPrefix(".") }
+            #expect(files == ["00000000000000000257.seg"], "\(files)")
+            #expect(try WormholeTestSupport.segmentMessages(directory).messages.keys.sorted() == [301])
         }
     }
 }
