@@ -10,16 +10,16 @@ import Synchronization
 import SystemPackage
 
 /// A synced queue pass used to cost one fsync of its own before it returned (2,500 messages/s on
-/// this project's disk). Now a pass appends its message whole, linked and counted in `.state`
-/// (so a crash of the writer loses nothing it returned from), hands the open file to this
-/// committer, and returns. The committer, on its own serial queue, takes every file handed over
-/// since its last round, `fdatasync`s each, and then announces each identifier once. So a
-/// listener is told of a message only once its bytes are on the disk; the writer goes on
-/// writing while the disk syncs; on a journaled file system the first sync of a round commits
-/// the journal for the others. This project's VM disk is ext4 without a journal, where each
-/// sync is its own device flush; so the files of a round are synced by up to
-/// `ParallelSync.width` threads at once, and the block layer merges their flushes (measured on
-/// this disk: 6,000-7,300 files/s one after another, 22,000-24,000 with 8 threads; BENCHMARKS.md).
+/// this project's disk). Now a pass appends its message whole to its segment, with its entry,
+/// counted in `.state` (so a crash of the writer loses nothing it returned from), hands the open
+/// segment to this committer, and returns. The committer, on its own serial queue, takes every
+/// segment handed over since its last round, `fdatasync`s each once (however many messages went
+/// into it), and then announces each identifier once. So a listener is told of a message only
+/// once its bytes are on the disk, and the writer goes on writing while the disk syncs. Several
+/// segments of a round (several queues) are synced by up to `ParallelSync.width` threads at once:
+/// on ext4 without a journal, as this project's VM disk is, each sync is its own device flush,
+/// and the block layer merges concurrent ones (6,000-7,300 files/s one after another,
+/// 22,000-24,000 with 8 threads; BENCHMARKS.md).
 ///
 /// A sync or announcement that fails is kept and thrown by the next `pass` or `flush`: the pass
 /// that wrote the message had already returned. `flush()` waits for every pass made so far; a
