@@ -28,6 +28,9 @@ enum QueueSegment {
     static let capacity: UInt64 = 256
     static let entrySize = 32
     static let indexSize = Int(capacity) * entrySize
+    /// The largest record offset an entry may hold (2⁶² - 1): with a 32-bit length its end still
+    /// fits `off_t`.
+    static let maxOffset: UInt64 = 1 << 62 - 1
 
     static func first(of sequence: UInt64) -> UInt64 { (sequence - 1) / capacity * capacity + 1 }
     static func last(of sequence: UInt64) -> UInt64 { first(of: sequence) + capacity - 1 }
@@ -45,7 +48,6 @@ enum QueueSegment {
         var length: UInt32
         var nanoseconds: Int64
 
-        var end: UInt64 { offset + UInt64(length) }
         var seconds: Double { Double(nanoseconds) / 1e9 }
 
         func encoded(sequence: UInt64) -> [UInt8] {
@@ -85,8 +87,11 @@ enum QueueSegment {
                                   length: UInt32(littleEndian: raw.load(fromByteOffset: 8, as: UInt32.self)),
                                   nanoseconds: Int64(littleEndian: raw.load(fromByteOffset: 16, as: Int64.self)))
                 let check = UInt64(littleEndian: raw.load(fromByteOffset: 24, as: UInt64.self))
+                // An offset is a file offset: a good check over one past what `off_t` holds is
+                // someone's doing, and damaged like any other.
                 guard raw.load(fromByteOffset: 12, as: UInt32.self) == 0, check == Entry.check(raw, sequence),
-                      entry.offset >= UInt64(QueueSegment.indexSize), entry.length > 0 else { return .damaged }
+                      entry.offset >= UInt64(QueueSegment.indexSize), entry.offset <= QueueSegment.maxOffset,
+                      entry.length > 0 else { return .damaged }
                 return .entry(entry)
             }
         }
@@ -180,6 +185,9 @@ final class Segment {
     /// Appends `bytes` at the end of the file (never over anything: a record a killed writer left
     /// without an entry stays as dead space) and then writes the entry of `sequence`.
     func append(_ bytes: Data, sequence: UInt64) throws(WormholeError) {
+        guard bytes.count <= Int(UInt32.max) else {
+            throw WormholeError(.payloadTooLarge, "a queue message of \(bytes.count) bytes does not fit a segment entry (at most \(UInt32.max) bytes); nothing was written")
+        }
         let start = max(size, QueueSegment.indexSize)
         let written = bytes.withUnsafeBytes { buffer -> Int32 in
             var done = 0

@@ -69,9 +69,10 @@ extension IntegrationSuites {
             let big = "\"" + String(repeating: "x", count: 3000) + "\""
             try fixture.cliOK(["--transiting", "queue", "pass", "group.test", "q", big]) // 5: fine for its writer
             try fixture.cliOK(["--transiting", "queue", "pass", "group.test", "q", "{\"n\":6}"])
+            try fixture.cliOK(["--transiting", "queue", "pass", "group.test", "q", "{\"n\":7}"])
             let segment = base + "/queues/q/" + WormholeTestSupport.segmentName(first: 1)
             let (messages, _) = try WormholeTestSupport.segmentMessages(base + "/queues/q")
-            #expect(messages.keys.sorted() == [1, 2, 3, 4, 5, 6])
+            #expect(messages.keys.sorted() == [1, 2, 3, 4, 5, 6, 7])
             var bytes = try Data(contentsOf: URL(fileURLWithPath: segment))
             // Record 2: its payload's last byte changed (its checksum no longer holds).
             let entry2 = bytes.subdata(in: 32 ..< 64)
@@ -79,13 +80,17 @@ extension IntegrationSuites {
             bytes[end2 - 2] ^= 0x01
             // Entry 3: its check changed.
             bytes[2 * 32 + 24] ^= 0xFF
+            // Entry 4: a good check over an offset far past any file (and past what a signed
+            // offset holds), as a hostile member of the group could write.
+            bytes.replaceSubrange(3 * 32 ..< 4 * 32, with: WormholeTestSupport.segmentEntry(
+                offset: 0xFFFF_FFFF_FFFF_FF00, length: 200, nanoseconds: 1_732_291_200_000_000_000, sequence: 4))
             try bytes.write(to: URL(fileURLWithPath: segment))
             let listener = try ChildProcess("wormhole", ["--transiting", "queue", "--max-payload", "100", "listen", "--name", "reader",
                                                          "group.test", "q", "--count", "3"], environment: fixture.environment)
             #expect(try listener.waitForExit(timeout: 20) == 0, "stderr: \(listener.stderr)")
-            #expect(listener.lines == ["{\"n\":1}", "{\"n\":4}", "{\"n\":6}"], "\(listener.lines) \(listener.stderr)")
+            #expect(listener.lines == ["{\"n\":1}", "{\"n\":6}", "{\"n\":7}"], "\(listener.lines) \(listener.stderr)")
             for what in ["queue message 2 of 'q' is damaged (payload checksum mismatch)", "queue message 3 of 'q': its entry",
-                         "queue message 5 of 'q' is 30", "over this reader's limit"] {
+                         "queue message 4 of 'q': its entry", "queue message 5 of 'q' is 30", "over this reader's limit"] {
                 #expect(listener.stderr.contains(what), "no report of \(what): \(listener.stderr)")
             }
             let quarantined = try FileManager.default.contentsOfDirectory(atPath: base + "/quarantine/q")
@@ -93,10 +98,10 @@ extension IntegrationSuites {
             // Readers leave the segment as it is; the next pass removes what the listener passed,
             // the damaged entry too, and appends.
             let read = try WormholeTestSupport.segmentMessages(base + "/queues/q")
-            #expect(read.damaged == [3] && read.messages.keys.sorted() == [1, 2, 4, 5, 6], "\(read.damaged) \(read.messages.keys.sorted())")
-            try fixture.cliOK(["--transiting", "queue", "pass", "group.test", "q", "{\"n\":7}"])
+            #expect(read.damaged == [3, 4] && read.messages.keys.sorted() == [1, 2, 5, 6, 7], "\(read.damaged) \(read.messages.keys.sorted())")
+            try fixture.cliOK(["--transiting", "queue", "pass", "group.test", "q", "{\"n\":8}"])
             let after = try WormholeTestSupport.segmentMessages(base + "/queues/q")
-            #expect(after.damaged.isEmpty && after.messages.keys.sorted() == [7], "\(after.damaged) \(after.messages.keys.sorted())")
+            #expect(after.damaged.isEmpty && after.messages.keys.sorted() == [8], "\(after.damaged) \(after.messages.keys.sorted())")
         }
 
         @Test("a queue segment that is a link, a FIFO or a directory is moved to quarantine by the reader that finds it (reported) and by the writer that finds it (which makes a new one); nothing hangs and later messages arrive")

@@ -65,9 +65,9 @@ enum WormholeTestSupport {
                 let entry = bytes.subdata(in: 32 * i ..< 32 * (i + 1))
                 if entry.allSatisfy({ $0 == 0 }) { continue }
                 let word = { (at: Int) in entry.subdata(in: at ..< at + 8).withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) } }
-                let offset = Int(word(0)), length = Int(word(8) & 0xFFFF_FFFF)
+                let offset = Int(truncatingIfNeeded: word(0)), length = Int(word(8) & 0xFFFF_FFFF)
                 let sequence = first + UInt64(i)
-                guard word(24) == checksumValue(entry.prefix(24) + littleEndian(sequence)), offset + length <= bytes.count else {
+                guard word(24) == checksumValue(entry.prefix(24) + littleEndian(sequence)), word(0) <= UInt64(bytes.count), offset + length <= bytes.count else {
                     damaged.append(sequence)
                     continue
                 }
