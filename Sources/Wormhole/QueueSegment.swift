@@ -199,11 +199,21 @@ final class Segment {
             }
             return 0
         }
-        if written != 0 { throw .io("append to \(path)", Errno(rawValue: written)) }
-        size = start + bytes.count
+        if written != 0 {
+            // What was written belongs to no entry: cut it off, so a full disk gets its space
+            // back and the next pass that fits is taken.
+            _ = ftruncate(fd, off_t(max(size, 0)))
+            throw .io("append to \(path)", Errno(rawValue: written))
+        }
         let entry = QueueSegment.Entry(offset: UInt64(start), length: UInt32(bytes.count),
                                        nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9))
-        try writeEntry(entry.encoded(sequence: sequence), at: offset(of: sequence))
+        do {
+            try writeEntry(entry.encoded(sequence: sequence), at: offset(of: sequence))
+        } catch {
+            _ = ftruncate(fd, off_t(max(size, 0))) // the index block may be what did not fit
+            throw error
+        }
+        size = start + bytes.count
     }
 
     /// Clears the entry of `sequence`: its message is removed (the record stays until the whole

@@ -213,5 +213,31 @@ extension IntegrationSuites {
             let files = try FileManager.default.contentsOfDirectory(atPath: container + "/wormhole/messages")
             #expect(files == ["doc"], "a temporary file was left behind: \(files)")
         }
+
+        @Test("a queue pass on a full disk fails with .diskFull and takes back the space it used: the next pass that fits is appended, and a listener gets every message that passed, none damaged")
+        func fullDiskQueue() throws {
+            #expect(geteuid() == 0, "this test mounts a small tmpfs: run as root")
+            guard geteuid() == 0 else { return }
+            let mountPoint = try makeTemporaryDirectory("full-queue")
+            defer { try? FileManager.default.removeItem(atPath: mountPoint) }
+            #expect(try run("/bin/mount", ["-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", mountPoint]).status == 0)
+            defer { _ = try? run("/bin/umount", [mountPoint]) }
+            let container = mountPoint + "/group.full"
+            let pass = { (json: String) throws -> (status: Int32, err: String) in
+                let child = try ChildProcess("wormhole", ["--container", container, "--transiting", "queue", "pass", "group.full", "q"],
+                                             environment: self.fixture.environment, stdin: true)
+                try child.write(json)
+                child.closeStdin()
+                return (try child.waitForExit(), child.stderr)
+            }
+            #expect(try pass("1").status == 0)
+            let huge = try pass("\"" + String(repeating: "z", count: 400_000) + "\"")
+            #expect(huge.status != 0 && huge.err.contains("no space left"), "\(huge)")
+            // What the failed pass wrote is given back, so a message that fits is taken.
+            let next = try pass("\"" + String(repeating: "y", count: 150_000) + "\"")
+            #expect(next.status == 0, "\(next)")
+            let listener = try fixture.cli(["--container", container, "--transiting", "queue", "listen", "--name", "l", "group.full", "q", "--count", "2"], timeout: 20)
+            #expect(listener.status == 0 && listener.out.hasPrefix("1\n\"yyy") && listener.err.contains("damaged") == false, "\(listener.status) \(listener.err)")
+        }
     }
 }
