@@ -8,7 +8,7 @@ import SystemPackage
 import Synchronization
 
 /// The file operations a wormhole needs that Foundation does not give: fsync before rename
-/// (`Data.write(options: .atomic)` does not sync), O_NOFOLLOW opens, link without replace, flock.
+/// (`Data.write(options: .atomic)` does not sync), O_NOFOLLOW opens, flock.
 /// Built on swift-system's `FileDescriptor`, `FilePath` and `Errno`.
 enum PosixFiles {
     /// Creates `path` with `permissions` unless it exists (`mkdir(2)`, then `chmod(2)` so the
