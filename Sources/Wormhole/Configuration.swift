@@ -24,6 +24,10 @@ public struct WormholeConfiguration: Sendable, Equatable {
     /// Retention of `queue` transiting.
     public var queue = QueueRetention()
 
+    /// The largest message file (or queue record) a reader takes: a payload at the limit, its
+    /// header line and slack.
+    var maxFileBytes: Int { maxPayloadBytes + Envelope.maxHeaderBytes + 8 }
+
     public init(maxPayloadBytes: Int = 16 << 20, syncToDisk: Bool = true, queue: QueueRetention = QueueRetention()) {
         self.maxPayloadBytes = maxPayloadBytes
         self.syncToDisk = syncToDisk

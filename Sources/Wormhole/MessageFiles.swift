@@ -40,13 +40,13 @@ struct MessageFiles: Sendable {
     func readUnlocked(_ identifier: String) throws(WormholeError) -> WormholeMessage? {
         let path = layout.message(identifier)
         let bytes: Data
-        switch try PosixFiles.readMessage(path, limit: configuration.maxPayloadBytes + Envelope.maxHeaderBytes + 8) {
+        switch try PosixFiles.readMessage(path, limit: configuration.maxFileBytes) {
         case .missing: return nil
         case .bytes(let data): bytes = data
         case .tooLarge(let size):
             // Left in place: a writer with a larger limit wrote it for readers with one; the next
             // pass replaces it.
-            throw WormholeError(.payloadTooLarge, "\(path) is \(size) bytes, over this wormhole's limit of \(configuration.maxPayloadBytes + Envelope.maxHeaderBytes + 8)")
+            throw WormholeError(.payloadTooLarge, "\(path) is \(size) bytes, over this wormhole's limit of \(configuration.maxFileBytes)")
         case .unusable(let what):
             let moved = try layout.quarantine(path, identifier: identifier)
             throw WormholeError(.corruptMessage, "message '\(identifier)' is \(what), not a message file; moved to \(moved)",

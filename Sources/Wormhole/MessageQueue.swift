@@ -150,14 +150,11 @@ struct MessageQueue: Sendable {
     /// The segment of `sequence`, opened (made if missing) to write. Something there that is not
     /// a regular file is moved to quarantine and a new segment made.
     private func writable(_ sequence: UInt64, _ cache: SegmentCache) throws(WormholeError) -> Segment {
-        let first = QueueSegment.first(of: sequence)
-        if cache.first == first, let segment = cache.segment { return segment }
-        let path = segmentPath(first: first)
+        let path = segmentPath(first: QueueSegment.first(of: sequence))
         for _ in 0 ..< 2 {
-            switch try QueueSegment.open(path, .create, permissions: layout.filePermissions) {
+            switch try segment(of: sequence, .create, cache) {
             case .segment(let segment):
                 if segment.size < QueueSegment.indexSize { try? PosixFiles.setExactPermissions(FileDescriptor(rawValue: segment.fd), layout.filePermissions) }
-                (cache.first, cache.segment) = (first, segment)
                 return segment
             case .unusable, .missing:
                 _ = try layout.quarantine(path, identifier: identifier)
@@ -190,12 +187,18 @@ struct MessageQueue: Sendable {
     /// The segment of `sequence` if there is one (nil: none, or not a regular file), kept open in
     /// `cache` for the next sequence.
     private func existing(_ sequence: UInt64, _ cache: SegmentCache) throws(WormholeError) -> Segment? {
-        let first = QueueSegment.first(of: sequence)
-        if cache.first == first, let segment = cache.segment { return segment }
-        guard case .segment(let segment) = try QueueSegment.open(segmentPath(first: first), .write,
-                                                                 permissions: layout.filePermissions) else { return nil }
-        (cache.first, cache.segment) = (first, segment)
+        guard case .segment(let segment) = try segment(of: sequence, .write, cache) else { return nil }
         return segment
+    }
+
+    /// The segment of `sequence`: the one `cache` holds, or opened (and then held) with `access`.
+    private func segment(of sequence: UInt64, _ access: QueueSegment.Access, _ cache: SegmentCache) throws(WormholeError) -> QueueSegment.Opened {
+        let first = QueueSegment.first(of: sequence)
+        if cache.first == first, let segment = cache.segment { return .segment(segment) }
+        cache.drop()
+        let opened = try QueueSegment.open(segmentPath(first: first), access, permissions: layout.filePermissions)
+        if case .segment(let segment) = opened { (cache.first, cache.segment) = (first, segment) }
+        return opened
     }
 
     /// Removes message `tail`: its entry is cleared (a message file of an older version is
@@ -271,28 +274,23 @@ struct MessageQueue: Sendable {
     /// Reads message `sequence`: nil if there is none. `cache` keeps the segment open for the
     /// next read; `drop()` it to look at the directory again.
     func read(_ sequence: UInt64, cache: SegmentCache = SegmentCache()) throws(WormholeError) -> Result<WormholeMessage, WormholeError>? {
-        let first = QueueSegment.first(of: sequence)
-        if cache.first != first || cache.segment == nil {
-            cache.drop()
-            let path = segmentPath(first: first)
-            switch try QueueSegment.open(path, .read, permissions: layout.filePermissions) {
-            case .missing: return try readFile(sequence)
-            case .segment(let segment): (cache.first, cache.segment) = (first, segment)
-            case .unusable(let what):
-                let moved = try layout.quarantine(path, identifier: identifier)
-                return .failure(WormholeError(.corruptMessage,
-                    "queue segment \(QueueSegment.name(first: first)) of '\(identifier)' is \(what), not a segment file; moved to \(moved)",
-                    quarantinedPath: moved.string))
-            }
+        let segment: Segment
+        switch try self.segment(of: sequence, .read, cache) {
+        case .missing: return try readFile(sequence)
+        case .segment(let opened): segment = opened
+        case .unusable(let what):
+            let first = QueueSegment.first(of: sequence)
+            let moved = try layout.quarantine(segmentPath(first: first), identifier: identifier)
+            return .failure(WormholeError(.corruptMessage,
+                "queue segment \(QueueSegment.name(first: first)) of '\(identifier)' is \(what), not a segment file; moved to \(moved)",
+                quarantinedPath: moved.string))
         }
-        guard let segment = cache.segment else { return nil }
-        let limit = configuration.maxPayloadBytes + Envelope.maxHeaderBytes + 8
         switch segment.slot(sequence) {
         case .empty: return try readFile(sequence)
         case .damaged:
             return .failure(WormholeError(.corruptMessage,
                 "queue message \(sequence) of '\(identifier)': its entry in \(segment.path) is damaged; it is skipped"))
-        case .entry(let entry) where Int(entry.length) > limit:
+        case .entry(let entry) where Int(entry.length) > configuration.maxFileBytes:
             return .failure(WormholeError(.corruptMessage,
                 "queue message \(sequence) of '\(identifier)' is \(entry.length) bytes, over this reader's limit of \(configuration.maxPayloadBytes) payload bytes; it is skipped"))
         case .entry(let entry):
@@ -318,7 +316,7 @@ struct MessageQueue: Sendable {
         let bytes: Data
         // A message that cannot be read here is moved aside and reported, and the reader goes on:
         // retrying it on every announcement would hold every later message behind it.
-        switch try PosixFiles.readMessage(path, limit: configuration.maxPayloadBytes + Envelope.maxHeaderBytes + 8) {
+        switch try PosixFiles.readMessage(path, limit: configuration.maxFileBytes) {
         case .missing: return nil
         case .bytes(let data): bytes = data
         case .tooLarge(let size):
