@@ -362,7 +362,13 @@ package final class Bridge: MQTTClientDelegate, Sendable {
         }
     }
 
-    package func mqttSubscribed() {
+    package func mqttSubscribed(refused: [String], retryInSeconds: Double) {
+        guard refused.isEmpty else {
+            // Never "ready" over a hole: what is published there would never arrive, unsaid.
+            let filters = refused.map { "'\($0)'" }.joined(separator: ", ")
+            reporter.repeated("subscription-refused", "the broker refused the subscription to \(filters): nothing published there is imported until it accepts; asking again in \(Int(retryInSeconds)) s (the broker's ACL must let this client read it: docs/BRIDGE.md, the ACL under \"user.uid.N\"; a NATS cluster refuses one for a while after it lost a node)")
+            return
+        }
         reporter.say("ready: exporting \(exports.isEmpty ? "nothing" : exports.joined(separator: " ")), importing \(imports.isEmpty ? "nothing" : imports.joined(separator: " "))\(mirrors.isEmpty ? "" : ", mirroring wormhole \(configuration.wormholeGroups.joined(separator: " "))")")
     }
 

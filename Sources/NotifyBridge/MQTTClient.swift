@@ -19,8 +19,10 @@ package protocol MQTTClientDelegate: AnyObject, Sendable {
     func mqttMessage(topic: String, payload: UnsafeRawBufferPointer, retained: Bool)
     /// The broker acknowledged a QoS 1 publish (`mid` from `publish`).
     func mqttAcknowledged(messageID: Int32)
-    /// The broker acknowledged every filter of one `subscribe` call.
-    func mqttSubscribed()
+    /// The broker answered every filter of one `subscribe` call. `refused`: the filters it
+    /// refused (SUBACK 0x80: its ACL, or a cluster that could not set the subscription up), asked
+    /// for again after `retryInSeconds` while the connection lasts; empty when it took them all.
+    func mqttSubscribed(refused: [String], retryInSeconds: Double)
 }
 
 /// In which order a client tries its brokers.
@@ -86,8 +88,21 @@ package final class MQTTClient: Sendable {
     /// The broker of the current attempt (set by the network thread before it connects).
     private let current = Mutex<BrokerURL?>(nil)
     private let loopEnded = DispatchSemaphore(value: 0)
-    /// Message ids of SUBSCRIBE packets not yet acknowledged (one `subscribe` call's).
-    private let awaitingSubAck = Mutex<Set<Int32>>([])
+    /// SUBSCRIBE packets of this connection not yet acknowledged: message id → filter.
+    private let awaitingSubAck = Mutex<[Int32: String]>([:])
+    /// Filters the broker refused on this connection, and when to ask for them again.
+    private let refusals = Mutex(Refusals())
+
+    /// A broker may refuse a subscription (SUBACK 0x80) for good (its ACL) or for a while (a NATS
+    /// cluster that lost a node); either way it is said, never taken for a subscription, and asked
+    /// for again: after 1 s, doubling to 30 s, for as long as the connection lasts.
+    struct Refusals {
+        var filters: [String] = []
+        var retryAt: UInt64 = 0
+        var delay = 1.0
+        /// Of the `subscribe` call being answered.
+        var pending: [String] = []
+    }
 
     private static let libraryReady: Bool = { mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue }()
 
@@ -128,12 +143,11 @@ package final class MQTTClient: Sendable {
             let payload = UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))
             client.delegate?.mqttMessage(topic: String(cString: topic), payload: payload, retained: message.retain)
         }
-        mosquitto_subscribe_callback_set(handle) { _, context, mid, _, _ in
+        mosquitto_subscribe_callback_set(handle) { _, context, mid, count, granted in
             guard let client = MQTTClient.from(context) else { return }
-            let done = client.awaitingSubAck.withLock { waiting in
-                waiting.remove(mid) != nil && waiting.isEmpty
-            }
-            if done { client.delegate?.mqttSubscribed() }
+            // One filter per SUBSCRIBE (`subscribe`): its one granted QoS, or 0x80 for a refusal.
+            let refused = count < 1 || granted.map { $0[0] > 2 } ?? true
+            client.subAcknowledged(mid: mid, refused: refused)
         }
         mosquitto_publish_callback_set(handle) { _, context, mid in
             MQTTClient.from(context)?.delegate?.mqttAcknowledged(messageID: mid)
@@ -151,8 +165,43 @@ package final class MQTTClient: Sendable {
         context.map { Unmanaged<MQTTClient>.fromOpaque($0).takeUnretainedValue() }
     }
 
+    /// One SUBACK: once the last filter of the call is answered, the delegate hears which were
+    /// refused, and those are asked for again later.
+    private func subAcknowledged(mid: Int32, refused: Bool) {
+        let (filter, last) = awaitingSubAck.withLock { waiting in (waiting.removeValue(forKey: mid), waiting.isEmpty) }
+        guard let filter else { return } // of an earlier connection
+        let answer = refusals.withLock { state -> (filters: [String], delay: Double)? in
+            if refused { state.pending.append(filter) }
+            guard last else { return nil }
+            let filters = state.pending
+            state.pending = []
+            state.filters = filters
+            if filters.isEmpty { return ([], 0) }
+            let delay = state.delay
+            state.retryAt = DispatchTime.now().uptimeNanoseconds + UInt64(delay * 1e9)
+            state.delay = min(delay * 2, 30)
+            return (filters, delay)
+        }
+        if let answer { delegate?.mqttSubscribed(refused: answer.filters, retryInSeconds: answer.delay) }
+    }
+
+    /// Asks again for the refused filters once their time came (the network thread, connected).
+    private func retryRefusedSubscriptions() {
+        let due = refusals.withLock { state -> [String] in
+            guard !state.filters.isEmpty, DispatchTime.now().uptimeNanoseconds >= state.retryAt else { return [] }
+            defer { state.filters = [] }
+            return state.filters
+        }
+        guard !due.isEmpty else { return }
+        // A failure here means the connection is going: the next one subscribes to everything anew.
+        try? subscribe(due)
+    }
+
     private func connected(rc: Int32, flags: Int32) {
         if rc == 0 {
+            // A new connection subscribes anew: nothing of the last one is awaited or retried.
+            awaitingSubAck.withLock { $0.removeAll() }
+            refusals.withLock { $0 = Refusals() }
             connectedOnce.store(true, ordering: .relaxed)
             guard let broker = current.withLock({ $0 }) else { return }
             delegate?.mqttConnected(broker: broker, sessionPresent: flags & 1 != 0)
@@ -194,6 +243,7 @@ package final class MQTTClient: Sendable {
                 while loop == MOSQ_ERR_SUCCESS.rawValue, started.load(ordering: .acquiring) {
                     loop = mosquitto_loop(handle, 100, 1)
                     if !answered { answered = connectedOnce.load(ordering: .relaxed) }
+                    if answered, loop == MOSQ_ERR_SUCCESS.rawValue { retryRefusedSubscriptions() }
                     if !answered, DispatchTime.now().uptimeNanoseconds > deadline {
                         delegate?.mqttDisconnected(
                             reason: "no answer from the broker at \(broker.host):\(broker.port) within \(options.connectTimeoutSeconds) s", refused: false)
@@ -237,14 +287,15 @@ package final class MQTTClient: Sendable {
         return mid
     }
 
-    /// Subscribes with QoS 1; `mqttSubscribed` follows once the broker acknowledged them all.
-    /// Called from `mqttConnected` (the network thread), so no acknowledgement can come first.
+    /// Subscribes with QoS 1, one SUBSCRIBE per filter; `mqttSubscribed` follows once the broker
+    /// answered them all. Called on the network thread (from `mqttConnected`, or to retry a
+    /// refusal), so no answer can come before its filter is recorded.
     package func subscribe(_ filters: [String], qos: Int32 = 1) throws(MQTTError) {
         for filter in filters {
             var mid: Int32 = 0
             let rc = mosquitto_subscribe(handle, &mid, filter, qos)
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(rc, "cannot subscribe to '\(filter)'") }
-            awaitingSubAck.withLock { _ = $0.insert(mid) }
+            awaitingSubAck.withLock { $0[mid] = filter }
         }
     }
 

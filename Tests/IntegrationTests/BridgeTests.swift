@@ -405,6 +405,30 @@ extension IntegrationSuites {
             #expect(accepted.stderr.contains("ready:"))
         }
 
+        @Test("a broker that refuses one subscription (SUBACK 0x80): said, never 'ready' over it, asked for again until the broker takes it",
+              .enabled(if: NatsCluster.available, "nats-server is not installed (apt-get install nats-server)"))
+        func refusedSubscription() throws {
+            // NATS answers a subscription its permissions deny with 0x80, as a cluster does while
+            // it cannot set one up. Before: the bridge said "ready" and imported nothing there.
+            let user = "{ user: bridge, password: right-secret, permissions: { subscribe: { allow: [\">\"]%@ } } }"
+            let denied = user.replacingOccurrences(of: "%@", with: ", deny: [\"darwin-notify-distributed.>\", \"darwin-notify-distributed\"]")
+            let nats = try NatsServer(authorization: "users: [ \(denied) ]")
+            let directory = try makeTemporaryDirectory("mqtt-refused")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            try "right-secret\n".write(toFile: directory + "/password", atomically: true, encoding: .utf8)
+            let host = try TestBus()
+            let bridge = try ChildProcess("notify-bridge", ["--bus", host.address, "--broker", nats.url, "--username", "bridge",
+                                                            "--password-file", directory + "/password", "--import", "com.c", "--client-id", "refused"],
+                                          environment: host.environment)
+            try bridge.waitForStderr("asking again in 2 s") // said, and asked for again once already
+            #expect(bridge.stderr.contains("the broker refused the subscription to 'darwin-notify-distributed/com/c/#'"), "\(bridge.stderr)")
+            #expect(!bridge.stderr.contains("ready:"), "\(bridge.stderr)")
+            // The administrator lets it read there: the next attempt is taken, and now it is ready.
+            try nats.reload(authorization: "users: [ \(user.replacingOccurrences(of: "%@", with: "")) ]")
+            try bridge.waitForStderr("ready: exporting nothing, importing com.c", timeout: 30)
+            #expect(bridge.isRunning)
+        }
+
         @Test("garbage on an imported topic and user.uid.N without --broker-acl-enforced: reported, skipped, the bridge serves on")
         func garbageAndRestricted() throws {
             let broker = try MosquittoBroker()

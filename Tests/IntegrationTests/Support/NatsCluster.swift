@@ -67,3 +67,52 @@ final class NatsCluster: Sendable {
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
+
+/// One nats-server with MQTT and JetStream, users and permissions given as its `authorization`
+/// block; `reload(authorization:)` rewrites that block and makes the server read it again
+/// (SIGHUP), as an administrator changes an ACL under running clients.
+final class NatsServer: Sendable {
+    let directory: String
+    let mqttPort: Int
+    private let config: String
+    private let clientPort: Int
+    private let child: ChildProcess
+
+    init(authorization: String) throws {
+        guard let executable = NatsCluster.executable else { throw TestFailure("nats-server is not installed") }
+        directory = try makeTemporaryDirectory("nats-solo")
+        config = directory + "/solo.conf"
+        mqttPort = try freeLoopbackPort()
+        clientPort = try freeLoopbackPort()
+        try Self.write(authorization, to: config, directory: directory, mqttPort: mqttPort, clientPort: clientPort)
+        child = try ChildProcess(executable, ["-c", config])
+        try repeatUntil(timeout: 30, "nats-server to listen for MQTT", action: {
+            if !child.isRunning { throw TestFailure("nats-server exited: \(child.stderr.suffix(2000))") }
+        }, done: { [mqttPort] in canConnect(port: mqttPort) && child.stderr.contains("Server is ready") })
+    }
+
+    var url: String { "mqtt://127.0.0.1:\(mqttPort)" }
+
+    private static func write(_ authorization: String, to config: String, directory: String, mqttPort: Int, clientPort: Int) throws {
+        try """
+        server_name: solo
+        listen: 127.0.0.1:\(clientPort)
+        jetstream { store_dir: "\(directory)/js" }
+        mqtt { listen: 127.0.0.1:\(mqttPort) }
+        authorization { \(authorization) }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+    }
+
+    /// New permissions, read by the running server; returns once it says it reloaded.
+    func reload(authorization: String) throws {
+        try Self.write(authorization, to: config, directory: directory, mqttPort: mqttPort, clientPort: clientPort)
+        child.kill(SIGHUP)
+        try child.waitForStderr("Reloaded: authorization")
+    }
+
+    deinit {
+        child.kill(SIGKILL)
+        _ = try? child.waitForExit(timeout: 10)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
