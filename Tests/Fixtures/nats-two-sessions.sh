@@ -43,7 +43,7 @@ subscribe() {
     done
 }
 [ "$sessions" = 2 ] && subscribe "${mqtt[0]}" sessionA "$dir/A" > /dev/null
-b1=$(subscribe "${mqtt[1]}" sessionB "$dir/B1")
+b1=$(subscribe "${mqtt[1]}" sessionB "$dir/B1"); pids+=("$b1") # started in a subshell: its pid is kept here
 # Both sessions read: one message reached each.
 for _ in $(seq 100); do
     mosquitto_pub -h 127.0.0.1 -p "${mqtt[0]}" -q 1 -t w/q -m 0
