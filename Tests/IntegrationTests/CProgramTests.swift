@@ -32,6 +32,12 @@ extension IntegrationSuites {
             return (result.status, result.out, result.err)
         }
 
+        @Test("a program that closes its notify_register_file_descriptor descriptor and has the name posted lives on: no SIGPIPE from the library's write (Tests/Fixtures/closed_token_fd.c)")
+        func closedTokenDescriptor() throws {
+            let result = try compileAndRun("Tests/Fixtures/closed_token_fd.c")
+            #expect(result.status == 0 && result.out == "alive\n", "status \(result.status) (13: killed by SIGPIPE) \(result.out)\(result.err)")
+        }
+
         @Test("bad input to every notify(3) call gets what Libnotify's notify_client.c answers (Tests/Fixtures/libnotify_statuses.c)")
         func libnotifyStatuses() throws {
             let result = try compileAndRun("Tests/Fixtures/libnotify_statuses.c")

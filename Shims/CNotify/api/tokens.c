@@ -78,6 +78,23 @@ static void unref_token(cn_token *t) {
 
 static void release_token(void *context) { unref_token(context); }
 
+/* Writes a descriptor token's pipe without raising SIGPIPE: a program that closed the descriptor
+ * (instead of notify_cancel) would otherwise be killed by the library's write, on whatever thread
+ * delivers. SIGPIPE is blocked on this thread for the write, and the one it raised (EPIPE) taken
+ * back; on a thread that blocks SIGPIPE already, the write is left as it is (EPIPE). */
+static void write_token_pipe(int fd, const void *buf, size_t len) {
+    sigset_t pipe_only, old;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    ssize_t r = write(fd, buf, len); /* non-blocking: a full pipe drops, as Apple's */
+    if (r < 0 && errno == EPIPE && !sigismember(&old, SIGPIPE)) {
+        static const struct timespec now = { 0, 0 };
+        while (sigtimedwait(&pipe_only, NULL, &now) < 0 && errno == EINTR) {}
+    }
+    if (!sigismember(&old, SIGPIPE)) pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 /* What a post does to a token: count it, then write the fd, raise the signal or queue the block. */
 static void deliver(cn_token *t) {
     atomic_fetch_add_explicit(&t->posts, 1, memory_order_release);
@@ -85,8 +102,7 @@ static void deliver(cn_token *t) {
     case CN_TOKEN_CHECK: break;
     case CN_TOKEN_FD: {
         uint32_t be = htonl((uint32_t)t->token);
-        ssize_t r = write(t->kind.u.pipe->wfd, &be, sizeof be); /* non-blocking: a full pipe drops, as Apple's */
-        (void)r;
+        write_token_pipe(t->kind.u.pipe->wfd, &be, sizeof be);
         break;
     }
     case CN_TOKEN_SIGNAL: kill(getpid(), t->kind.u.sig); break;
