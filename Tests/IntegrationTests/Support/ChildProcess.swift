@@ -53,7 +53,7 @@ final class ChildProcess: Sendable {
             reader.start()
         }
         process.terminationHandler = { [arrived] _ in arrived.signal() }
-        try process.run()
+        try CleanSpawner.shared.run(process)
         // Foundation starts each child in a process group of its own (pgid = pid): killing the
         // group stops what it started too (a pasted shell line's notifyutil, setpriv's target).
         ChildProcess.groups.withLock { _ = $0.insert(process.processIdentifier) }
@@ -170,4 +170,50 @@ func run(_ executable: String, _ arguments: [String], environment: [String: Stri
 struct TestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// Starts children from a thread of its own whose signal mask is empty, so each child starts as
+/// from a shell: nothing blocked, SIGPIPE and SIGTERM with their default actions. (A child
+/// inherits the spawning thread's mask, and the test runner's threads block nearly every signal:
+/// `SigBlk fffffffe3bfbea27`, SIGPIPE, SIGTERM and SIGIO included. That hid a SIGPIPE that killed
+/// a program using notify_register_file_descriptor: CProgramTests.closedTokenDescriptor.) Only
+/// `posix_spawn` runs there; no signal is sent to this process by the tests, so the empty mask
+/// lets nothing new in.
+final class CleanSpawner: Sendable {
+    static let shared = CleanSpawner()
+
+    /// `failure` is written on the spawner's thread before `done` is signalled, and read after.
+    private final class Job: @unchecked Sendable {
+        let process: Process
+        let done = DispatchSemaphore(value: 0)
+        var failure: (any Error)?
+        init(_ process: Process) { self.process = process }
+    }
+    private let jobs = Mutex<[Job]>([])
+    private let waiting = DispatchSemaphore(value: 0)
+
+    private init() {
+        let thread = Thread { [self] in
+            var none = sigset_t()
+            sigemptyset(&none)
+            pthread_sigmask(SIG_SETMASK, &none, nil)
+            while true {
+                waiting.wait()
+                guard let job = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { continue }
+                do { try job.process.run() } catch { job.failure = error }
+                job.done.signal()
+            }
+        }
+        thread.name = "test child spawner"
+        thread.start()
+    }
+
+    /// `process.run()` on the spawner's thread; returns once the child started (or throws why not).
+    func run(_ process: Process) throws {
+        let job = Job(process)
+        jobs.withLock { $0.append(job) }
+        waiting.signal()
+        job.done.wait()
+        if let error = job.failure { throw error }
+    }
 }

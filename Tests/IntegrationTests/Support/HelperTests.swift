@@ -28,4 +28,20 @@ struct HelperTests {
             try repeatUntil(timeout: 0.2, interval: 0.05, "never", action: {}, done: { false })
         }
     }
+
+    /// A child starts as from a shell: no signal blocked, none of an application's ignored,
+    /// whatever thread of the test runner (which blocks nearly all) starts it. (Signals 32 and 33
+    /// are glibc's own, which no program can handle; the runner leaves them ignored.)
+    @Test("a child process starts with no signal blocked and none of an application's ignored")
+    func childrenStartWithAShellsSignals() throws {
+        let status = try run("/bin/grep", ["-E", "^Sig(Blk|Ign):", "/proc/self/status"])
+        let masks = Dictionary(uniqueKeysWithValues: status.out.split(separator: "\n").compactMap { line -> (String, UInt64)? in
+            let parts = line.split(separator: "\t")
+            guard parts.count == 2, let mask = UInt64(parts[1], radix: 16) else { return nil }
+            return (String(parts[0]), mask)
+        })
+        let glibcs: UInt64 = 1 << 31 | 1 << 32 // signals 32 and 33 (bit n - 1 for signal n)
+        #expect(masks["SigBlk:"] == 0, "\(status.out)")
+        #expect(masks["SigIgn:"].map { $0 & ~glibcs } == 0, "\(status.out)")
+    }
 }
