@@ -209,6 +209,10 @@ int main(int argc, char **argv) {
         return 64;
     }
     if (list) return nd_list(launch_bus ? launch_bus : bus ? bus : user ? "session" : "system");
+    /* A daemon outlives whoever reads its stderr (a log reader that died): a line written to that
+     * pipe fails, and never kills it. Apple's notifyd ignores SIGPIPE too; jobs get it back
+     * (launch_spawn.c). */
+    signal(SIGPIPE, SIG_IGN);
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGHUP);

@@ -131,6 +131,38 @@ extension IntegrationSuites {
             #expect(table.components(separatedBy: "starts=1 ").count == 3, "\(table)")
         }
 
+        @Test("the launcher lives on once nobody reads its stderr: SIGPIPE is ignored, as Apple's notifyd does, and the next job still starts")
+        func stderrReaderGone() throws {
+            let jobLog = log("unread")
+            defer { stopJobs([jobLog]) }
+            // Its stderr is a FIFO this test reads until the ready line and then closes: every
+            // later line goes to a pipe with no reader (a log reader that died), as a process
+            // started from a shell with SIGPIPE's default action.
+            let fifo = bus.directory + "/stderr.fifo"
+            #expect(mkfifo(fifo, 0o600) == 0)
+            let reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+            try #require(reader >= 0)
+            var readerOpen = true
+            defer { if readerOpen { close(reader) } }
+            let launcher = try ChildProcess("/bin/sh", ["-c", "exec \"$0\" --user --bus \"$1\" --launch-dir \"$2\" 2>\"$3\"",
+                                                        ChildProcess.productsDirectory + "/darwin-notifyd", bus.address, launchDir, fifo],
+                                            environment: bus.environment)
+            defer { launcher.kill() }
+            var said = ""
+            try repeatUntil(timeout: 20, interval: 0.01, "the launcher's ready line on the FIFO", action: {
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let got = read(reader, &buffer, buffer.count)
+                if got > 0 { said += String(decoding: buffer[..<got], as: UTF8.self) }
+            }, done: { said.contains("ready: the launcher") })
+            close(reader)
+            readerOpen = false
+            // Its next line ("… declared") is written to the dead pipe; then the job must start.
+            try declare("unread", "exec \(probe) launch-job \(jobLog)\nnotification com.example.unread\n")
+            try repeatUntil(timeout: 20, interval: 0.05, "the job to start on a post", action: { try post(["com.example.unread"]) },
+                            done: { !events(jobLog).isEmpty })
+            #expect(launcher.isRunning)
+        }
+
         @Test("100 posts while the job starts: every one arrives once and in order, then the live ones; a job that runs gets nothing twice")
         func postsWhileStarting() throws {
             let jobLog = log("burst"), hold = bus.directory + "/logs/go"
