@@ -29,67 +29,191 @@ struct Envelope: Sendable {
     var payload: Data
 
     init(kind: WormholeMessage.Kind, payload: Data) {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
         header = Header(id: Envelope.randomID(), kind: kind, length: payload.count,
-                        checksum: Checksum.hex(of: payload), passed: Date().timeIntervalSince1970,
+                        checksum: Checksum.hex(of: payload),
+                        passed: Double(Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec / 1000)) / 1_000_000,
                         pid: getpid())
         self.payload = payload
     }
 
-    /// A random (version 4) UUID, as `UUID().uuidString` spells it, from `getrandom(2)`:
-    /// FoundationEssentials' `UUID()` opens, reads and closes /dev/urandom each time, three system
-    /// calls on every pass.
+    /// A random (version 4) UUID in its canonical upper-case form, as `UUID().uuidString` spells
+    /// it: 16 bytes of one `getentropy(3)`, a `getrandom(2)` (FoundationEssentials' `UUID()`
+    /// opens, reads and closes /dev/urandom each time).
     static func randomID() -> String {
-        var generator = SystemRandomNumberGenerator()
-        var high: UInt64 = generator.next(), low: UInt64 = generator.next()
-        high = (high & ~0xF000) | 0x4000                       // version 4 (bits 12-15 of time_hi)
-        low = (low & ~(0xC000 << 48)) | (0x8000 << 48)         // variant 10 (the top bits of clock_seq)
-        let b = withUnsafeBytes(of: (high.bigEndian, low.bigEndian)) { Array($0) }
-        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
-                           b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])).uuidString
+        var b = (UInt64(0), UInt64(0))
+        if withUnsafeMutableBytes(of: &b, { getentropy($0.baseAddress, 16) }) != 0 {
+            var generator = SystemRandomNumberGenerator() // the standard library's own source
+            b = (generator.next(), generator.next())
+        }
+        return withUnsafeMutableBytes(of: &b) { raw -> String in
+            raw[6] = (raw[6] & 0x0F) | 0x40 // version 4
+            raw[8] = (raw[8] & 0x3F) | 0x80 // variant 10
+            return String(unsafeUninitializedCapacity: 36) { out in
+                let digits: StaticString = "0123456789ABCDEF"
+                var o = 0
+                for i in 0..<16 {
+                    if i == 4 || i == 6 || i == 8 || i == 10 { out[o] = 0x2D; o += 1 }
+                    out[o] = digits.utf8Start[Int(raw[i] >> 4)]
+                    out[o + 1] = digits.utf8Start[Int(raw[i] & 0x0F)]
+                    o += 2
+                }
+                return o
+            }
+        }
     }
 
+    /// The file's bytes: the header line, then the payload.
     func encoded() -> Data {
         let h = header
-        // Seconds with six decimals, without String(format:), which costs a microsecond.
-        let micros = Int64((h.passed * 1_000_000).rounded())
-        let fraction = String(micros % 1_000_000)
-        let passed = "\(micros / 1_000_000)." + String(repeating: "0", count: 6 - fraction.count) + fraction
-        let line = "\(Envelope.magic) \(h.id) \(h.kind.rawValue) \(h.length) \(h.checksum) \(passed) \(h.pid)\n"
-        var data = Data(capacity: line.utf8.count + payload.count)
-        data.append(contentsOf: line.utf8)
+        // Microseconds: the time as PROTOCOL.md writes it, seconds with six decimals. The decoder
+        // only makes times that fit (0 ..< 10¹⁰ s); anything else, which only a caller of this
+        // type could make, is written as 0 rather than trapping.
+        let scaled = (h.passed * 1_000_000).rounded()
+        let micros = scaled >= 0 && scaled < 1e16 ? UInt64(scaled) : 0
+        var line = [UInt8]()
+        line.reserveCapacity(128)
+        line.append(contentsOf: Envelope.magic.utf8)
+        line.append(0x20)
+        line.append(contentsOf: h.id.utf8)
+        line.append(0x20)
+        line.append(contentsOf: h.kind.rawValue.utf8)
+        line.append(0x20)
+        Envelope.appendDecimal(UInt64(max(0, h.length)), to: &line)
+        line.append(0x20)
+        line.append(contentsOf: h.checksum.utf8)
+        line.append(0x20)
+        Envelope.appendDecimal(micros / 1_000_000, to: &line)
+        line.append(0x2E)
+        let fraction = micros % 1_000_000
+        var scale: UInt64 = 100_000
+        while scale > 0 { line.append(0x30 + UInt8(fraction / scale % 10)); scale /= 10 }
+        line.append(0x20)
+        if h.pid < 0 { line.append(0x2D) }
+        Envelope.appendDecimal(UInt64(h.pid.magnitude), to: &line)
+        line.append(0x0A)
+        var data = Data(capacity: line.count + payload.count)
+        data.append(contentsOf: line)
         data.append(payload)
         return data
     }
 
-    /// Parses a file's bytes; the error says what is wrong with it.
+    private static func appendDecimal(_ value: UInt64, to bytes: inout [UInt8]) {
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                      UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var n = 0, v = value
+        withUnsafeMutableBytes(of: &digits) { d in
+            repeat { d[n] = 0x30 + UInt8(v % 10); v /= 10; n += 1 } while v > 0
+            while n > 0 { n -= 1; bytes.append(d[n]) }
+        }
+    }
+
+    /// Parses a file's bytes; the error says what is wrong with it. The header must have
+    /// PROTOCOL.md's form exactly ("Message file"): numbers in decimal digits, the checksum in
+    /// 16 lower-case hex digits, the time as seconds (at most 10 digits) and six decimals.
     static func decode(_ data: Data) -> Result<Envelope, EnvelopeFault> {
-        guard let newline = data.prefix(maxHeaderBytes).firstIndex(of: 0x0a),
-              let line = String(data: data[data.startIndex ..< newline], encoding: .utf8)
-        else {
-            return .failure(.init(data.starts(with: Array(magic.utf8)) ? "header line missing or too long"
-                                                                        : "not a wormhole message (no \(magic) header)"))
+        data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Result<Envelope, EnvelopeFault> in
+            switch parseHeader(raw) {
+            case .failure(let fault): return .failure(fault)
+            case .success(let (header, payloadStart)):
+                let payload = UnsafeRawBufferPointer(rebasing: raw[payloadStart...])
+                guard payload.count == header.header.length else {
+                    return .failure(.init("payload is \(payload.count) bytes, header says \(header.header.length) (truncated?)"))
+                }
+                guard Checksum.value(of: payload) == header.checksumValue else {
+                    return .failure(.init("payload checksum mismatch"))
+                }
+                return .success(Envelope(header: header.header, payload: Data(payload)))
+            }
         }
-        let fields = line.split(separator: " ", omittingEmptySubsequences: false)
-        guard fields.first == Substring(magic) else {
-            return .failure(.init("not a wormhole message (no \(magic) header)"))
+    }
+
+    private struct Parsed {
+        var header: Header
+        var checksumValue: UInt64
+    }
+
+    /// The header line of `raw` and where its payload starts.
+    private static func parseHeader(_ raw: UnsafeRawBufferPointer) -> Result<(Parsed, Int), EnvelopeFault> {
+        let magic = Envelope.magic.utf8
+        let limit = min(raw.count, maxHeaderBytes)
+        guard let newline = raw[..<limit].firstIndex(of: 0x0A) else {
+            return .failure(.init(raw.starts(with: magic) ? "header line missing or too long"
+                                                          : "not a wormhole message (no \(Envelope.magic) header)"))
         }
-        guard fields.count == 7, let kind = WormholeMessage.Kind(rawValue: String(fields[2])),
-              let length = Int(fields[3]), length >= 0, fields[4].utf8.count == 16,
-              let passed = Double(fields[5]), let pid = Int32(fields[6])
-        else {
-            return .failure(.init("header is not valid"))
+        // The seven fields, split at single spaces.
+        var fields: [Range<Int>] = []
+        fields.reserveCapacity(7)
+        var start = 0
+        for i in 0..<newline where raw[i] == 0x20 {
+            fields.append(start ..< i)
+            start = i + 1
+            if fields.count > 7 { break }
         }
-        let payload = data[(newline + 1)...]
-        guard payload.count == length else {
-            return .failure(.init("payload is \(payload.count) bytes, header says \(length) (truncated?)"))
+        fields.append(start ..< newline)
+        guard raw[fields[0]].elementsEqual(magic) else {
+            return .failure(.init("not a wormhole message (no \(Envelope.magic) header)"))
         }
-        let header = Header(id: String(fields[1]), kind: kind, length: length, checksum: String(fields[4]),
-                            passed: passed, pid: pid)
-        let body = Data(payload)
-        guard Checksum.hex(of: body) == header.checksum else {
-            return .failure(.init("payload checksum mismatch"))
+        let invalid = EnvelopeFault("header is not valid")
+        guard fields.count == 7 else { return .failure(invalid) }
+        // The id is opaque text: any UTF-8 without a space (ASCII, as a UUID, read directly).
+        let idBytes = UnsafeRawBufferPointer(rebasing: raw[fields[1]])
+        guard let id = idBytes.allSatisfy({ $0 < 0x80 }) ? String(decoding: idBytes, as: UTF8.self)
+                                                         : String(validating: idBytes, as: UTF8.self)
+        else { return .failure(invalid) }
+        let kind: WormholeMessage.Kind
+        switch raw[fields[2]] {
+        case let k where k.elementsEqual("json".utf8): kind = .json
+        case let k where k.elementsEqual("data".utf8): kind = .data
+        default: return .failure(invalid)
         }
-        return .success(Envelope(header: header, payload: body))
+        guard let length = decimal(raw[fields[3]], maxDigits: 18),
+              fields[4].count == 16, let checksum = hex(raw[fields[4]]),
+              let passed = time(raw[fields[5]]),
+              let pid = decimal(raw[fields[6]], maxDigits: 10), pid <= Int32.max
+        else { return .failure(invalid) }
+        let header = Header(id: id, kind: kind, length: Int(length),
+                            checksum: String(decoding: raw[fields[4]], as: UTF8.self),
+                            passed: passed, pid: Int32(pid))
+        return .success((Parsed(header: header, checksumValue: checksum), newline + 1))
+    }
+
+    /// 1 to `maxDigits` decimal digits, nothing else.
+    private static func decimal(_ bytes: Slice<UnsafeRawBufferPointer>, maxDigits: Int) -> UInt64? {
+        guard !bytes.isEmpty, bytes.count <= maxDigits else { return nil }
+        var value: UInt64 = 0
+        for b in bytes {
+            guard b >= 0x30, b <= 0x39 else { return nil }
+            value = value * 10 + UInt64(b - 0x30)
+        }
+        return value
+    }
+
+    /// Lower-case hex digits, nothing else.
+    private static func hex(_ bytes: Slice<UnsafeRawBufferPointer>) -> UInt64? {
+        var value: UInt64 = 0
+        for b in bytes {
+            switch b {
+            case 0x30...0x39: value = value << 4 | UInt64(b - 0x30)
+            case 0x61...0x66: value = value << 4 | UInt64(b - 0x61 + 10)
+            default: return nil
+            }
+        }
+        return value
+    }
+
+    /// `seconds.micros`: 1 to 10 digits, a dot, exactly six digits; the value `strtod` reads.
+    /// Microseconds under 2⁵³ (until 2255) are exact in a Double, and one correctly rounded
+    /// division gives the decimal's nearest Double; later ones are left to `strtod`.
+    private static func time(_ bytes: Slice<UnsafeRawBufferPointer>) -> Double? {
+        guard let dot = bytes.firstIndex(of: 0x2E), bytes.endIndex - dot == 7,
+              let seconds = decimal(bytes[bytes.startIndex ..< dot], maxDigits: 10),
+              let micros = decimal(bytes[(dot + 1)...], maxDigits: 6) else { return nil }
+        let total = seconds * 1_000_000 + micros
+        guard total < 1 << 53 else { return Double(String(decoding: bytes, as: UTF8.self)) }
+        return Double(total) / 1_000_000
     }
 
     private init(header: Header, payload: Data) {
@@ -108,8 +232,12 @@ struct EnvelopeFault: Error {
 /// strangers out; this catches truncation and stray writes.
 enum Checksum {
     static func hex(of data: Data) -> String {
-        let hex = String(data.withUnsafeBytes { value(of: $0) }, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
+        let sum = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in value(of: raw) }
+        return String(unsafeUninitializedCapacity: 16) { out in
+            let digits: StaticString = "0123456789abcdef"
+            for i in 0..<16 { out[i] = digits.utf8Start[Int(truncatingIfNeeded: sum >> UInt64(60 - 4 * i) & 0xF)] }
+            return 16
+        }
     }
 
     static func value(of raw: UnsafeRawBufferPointer) -> UInt64 {

@@ -16,13 +16,26 @@ import Synchronization
 struct Layout: Sendable {
     let base: FilePath
     let shared: Bool
+    let messages: FilePath
+    let locks: FilePath
+    let queues: FilePath
+    let quarantine: FilePath
+    /// `messages/` as text, for the path of every pass and read: `FilePath.appending` parses
+    /// what it is given and costs more than the rest of building the path.
+    private let messagesPrefix: String
 
-    var messages: FilePath { base.appending("messages") }
-    var locks: FilePath { base.appending("locks") }
-    var queues: FilePath { base.appending("queues") }
-    var quarantine: FilePath { base.appending("quarantine") }
+    init(base: FilePath, shared: Bool) {
+        self.base = base
+        self.shared = shared
+        messages = base.appending("messages")
+        locks = base.appending("locks")
+        queues = base.appending("queues")
+        quarantine = base.appending("quarantine")
+        messagesPrefix = messages.string + "/"
+    }
 
-    func message(_ identifier: String) -> FilePath { messages.appending(identifier) }
+    /// `identifier` is one validated by `Names.validateIdentifier`: a single path component.
+    func message(_ identifier: String) -> FilePath { FilePath(messagesPrefix + identifier) }
     func lock(_ identifier: String) -> FilePath { locks.appending(identifier) }
     func queue(_ identifier: String) -> FilePath { queues.appending(identifier) }
 

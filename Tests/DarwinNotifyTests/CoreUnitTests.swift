@@ -131,6 +131,89 @@ struct WormholeUnitTests {
         }
     }
 
+    /// A file of PROTOCOL.md's example, with one header field replaced.
+    static func header(passed: String = "1732291200.500000", length: String = "7", checksum: String = "b7470d46a1e1113f",
+                       pid: String = "4242", id: String = "3F2504E0-4F89-11D3-9A0C-0305E82C3301") -> Data {
+        Data("DNWH1 \(id) json \(length) \(checksum) \(passed) \(pid)\n{\"v\":1}".utf8)
+    }
+
+    @Test("a header field outside PROTOCOL.md's form is a fault: a time that is not 'seconds.six digits' never reaches a writer, who could not write it back")
+    func headerFieldsAreChecked() throws {
+        // The example itself decodes (ProtocolVectorTests holds it too).
+        #expect(try Envelope.decode(Self.header()).get().header.passed == 1732291200.5)
+        // NaN, infinities, negative or huge times and other spellings of a number: the old
+        // reader took anything Double(_:) parses, and re-encoding such a time (a bridge mirroring
+        // the message) trapped converting it to microseconds.
+        for passed in ["nan", "inf", "-inf", "-5.500000", "1e300", "0x1p3", "1732291200.5", "1732291200", ".500000",
+                       "1732291200.5000000", "+1732291200.500000", "17322912000000000000.500000", "1732291200,500000"] {
+            #expect(throws: EnvelopeFault.self, "passed \(passed)") { try Envelope.decode(Self.header(passed: passed)).get() }
+        }
+        for length in ["+7", "-7", "07x", "", "99999999999999999999"] {
+            #expect(throws: EnvelopeFault.self, "length \(length)") { try Envelope.decode(Self.header(length: length)).get() }
+        }
+        for pid in ["+4242", "4242x", "", "99999999999"] {
+            #expect(throws: EnvelopeFault.self, "pid \(pid)") { try Envelope.decode(Self.header(pid: pid)).get() }
+        }
+        for checksum in ["B7470D46A1E1113F", "b7470d46a1e1113", "b7470d46a1e1113g", "b7470d46a1e1113f0"] {
+            #expect(throws: EnvelopeFault.self, "checksum \(checksum)") { try Envelope.decode(Self.header(checksum: checksum)).get() }
+        }
+        // What the old reader took and PROTOCOL.md allows stays: an opaque id, pid 0 (a mirrored
+        // copy), a leading zero in the seconds.
+        #expect(try Envelope.decode(Self.header(id: "any-opaque_id.1")).get().header.id == "any-opaque_id.1")
+        #expect(try Envelope.decode(Self.header(pid: "0")).get().header.pid == 0)
+        #expect(try Envelope.decode(Self.header(passed: "0.000001")).get().header.passed == 0.000_001)
+        #expect(try Envelope.decode(Self.header(length: "007")).get().header.length == 7)
+    }
+
+    @Test("a message whose time is NaN, infinite or negative is never written back: a bridge mirroring it trapped")
+    func mirroredTimes() async {
+        // What notify-bridge does with a message it exports or imports (Mirroring.swift): decode,
+        // then the file form again. In a child process: before the fix it died of a trap.
+        await #expect(processExitsWith: .success) {
+            for passed in ["nan", "inf", "-inf", "-5.500000", "1e300"] {
+                guard case .success(let envelope) = Envelope.decode(WormholeUnitTests.header(passed: passed)) else { continue }
+                let message = WormholeMessage(identifier: "x", envelope: envelope, sequence: nil)
+                _ = Envelope(message, pid: 0).encoded()
+            }
+        }
+    }
+
+    @Test("20,000 changed message files: each decodes or is a fault, never a trap; what decodes encodes to a file that decodes the same")
+    func envelopeMutations() throws {
+        var generator = QueueSegmentTests.Seeded(state: 0x5EED_E7E1)
+        let original = Array(Self.header())
+        let alphabet = Array("0123456789abcdefABCDEF.-+ \nxDNWH1jsondata".utf8) + [0x00, 0xFF, 0xC3]
+        for round in 0..<20_000 {
+            var bytes = original
+            for _ in 0...Int.random(in: 0...3, using: &generator) {
+                let at = Int.random(in: 0..<bytes.count, using: &generator)
+                switch Int.random(in: 0..<3, using: &generator) {
+                case 0: bytes[at] = alphabet.randomElement(using: &generator)!
+                case 1: bytes.insert(alphabet.randomElement(using: &generator)!, at: at)
+                default: if bytes.count > 1 { bytes.remove(at: at) }
+                }
+            }
+            guard case .success(let envelope) = Envelope.decode(Data(bytes)) else { continue }
+            let again = try Envelope.decode(envelope.encoded()).get()
+            #expect(again.header == envelope.header && again.payload == envelope.payload, "round \(round): \(String(decoding: bytes, as: UTF8.self))")
+        }
+    }
+
+    @Test("a decoded envelope encodes back to the same bytes, whatever the time's digits")
+    func envelopeBytesRoundTrip() throws {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2000 {
+            let seconds = UInt64.random(in: 0 ... 4_000_000_000, using: &generator) // to 2096: microseconds under 2⁵², which a Double holds
+            let micros = UInt64.random(in: 0 ... 999_999, using: &generator)
+            let passed = "\(seconds)." + String(String(micros + 1_000_000).dropFirst())
+            let pid = Int32.random(in: 0 ... .max, using: &generator)
+            let file = Self.header(passed: passed, pid: String(pid))
+            let envelope = try Envelope.decode(file).get()
+            #expect(envelope.header.passed == Double(passed)!, "\(passed)") // as strtod rounds it
+            #expect(envelope.encoded() == file, "\(passed) \(pid)")
+        }
+    }
+
     @Test("identifiers and groups outside the rules are refused with their code")
     func names() {
         for bad in ["", "..", "a/b", ".hidden", "nul\u{0}", String(repeating: "i", count: 256)] {
