@@ -25,8 +25,9 @@ import SystemPackage
 ///   other descriptor is open on the file: no reader has it open, so none sees it change; and
 ///   one who opens it while the lease is held waits in `open`, or gets `EWOULDBLOCK` with
 ///   `O_NONBLOCK` and opens it again a moment later (PosixFiles.readMessage). The lease is held
-///   until the message is complete and synced. Its break signal is `SIGURG` (ignored unless
-///   handled), not the default `SIGIO`, which would end the process;
+///   until the message is complete and synced. It has no owner to signal when a reader breaks
+///   it (SpareFiles.takeLease); its break signal is set to `SIGURG` (ignored unless handled) all
+///   the same, never the default `SIGIO`, which would end the process;
 /// - one `pwrite` of at most a page: the kernel copies a page into the page cache whole or not
 ///   at all, even when the process is killed, so a writer's death leaves the old message or the
 ///   new one. A power loss during the write may leave a damaged file (on a disk that does not
@@ -50,8 +51,7 @@ enum InPlace {
         defer { close(fd) }
         guard let file = FileStatus(fd), file.isRegular, file.owner == geteuid(), file.links == 1,
               file.permissions == permissions.rawValue, file.size > 0, file.size <= bytes.count,
-              fcntl(fd, SpareFiles.setSignal, SIGURG) == 0,
-              fcntl(fd, SpareFiles.setLease, Int32(F_WRLCK)) == 0 else { return false }
+              fcntl(fd, SpareFiles.setSignal, SIGURG) == 0, SpareFiles.takeLease(fd) else { return false }
         // Released before the descriptor is closed (defers run last first): complete or not,
         // whoever waits in `open` may read it now.
         defer { _ = fcntl(fd, SpareFiles.setLease, Int32(F_UNLCK)) }

@@ -109,7 +109,7 @@ final class SpareFiles: Sendable {
         // its blocks first, past its end (`FALLOC_FL_KEEP_SIZE`: nothing a reader could see), so
         // a full disk fails here, before any byte of it changed.
         if spare.name != nil {
-            guard fcntl(spare.fd, SpareFiles.setLease, Int32(F_WRLCK)) == 0 else { spare.discard(); return try plain() }
+            guard SpareFiles.takeLease(spare.fd) else { spare.discard(); return try plain() }
             guard bytes.count <= spare.size || SpareFiles.allocate?(spare.fd, 1, 0, off_t(bytes.count)) == 0 else {
                 _ = fcntl(spare.fd, SpareFiles.setLease, Int32(F_UNLCK))
                 spare.discard()
@@ -218,6 +218,23 @@ final class SpareFiles: Sendable {
     static let setLease: Int32 = 1024
     static let setSignal: Int32 = 10
 
+    /// A write lease on `fd`, and no signal to the application when a reader breaks it. The
+    /// kernel sends a lease's break signal to the lease's owner: by default the process, where a
+    /// thread that does not block the signal takes it, and the application's handler for it, if
+    /// it has one (`SIGURG` here: Go's runtime has one, for preemption), would run at every
+    /// broken lease. Our writers never wait for the signal: they release the lease once the
+    /// message is complete. So before the lease the file's owner is made a thread of ours that
+    /// blocks every signal and never runs (`LeaseOwner`); the lease keeps an owner already set,
+    /// and a signal sent to that thread stays pending there. A reader that opens meanwhile waits,
+    /// or gets `EWOULDBLOCK`, as before.
+    static func takeLease(_ fd: Int32) -> Bool {
+        if let owner = LeaseOwner.thread {
+            var ex = (Int32(0), owner) // struct f_owner_ex: F_OWNER_TID, the thread
+            _ = withUnsafeMutablePointer(to: &ex) { fcntl(fd, LeaseOwner.setOwnerEx, $0) }
+        }
+        return fcntl(fd, setLease, Int32(F_WRLCK)) == 0
+    }
+
     /// glibc's `fallocate`, which Swift's Glibc module does not declare; called with
     /// `FALLOC_FL_KEEP_SIZE` (1). Nil without it: a reused spare does not grow.
     static let allocate: (@convention(c) (Int32, Int32, off_t, off_t) -> Int32)? =
@@ -262,4 +279,36 @@ final class SpareFiles: Sendable {
         }
         for old in dropped { old.discard() }
     }
+}
+
+/// The thread that owns the files a writer holds a lease on (SpareFiles.takeLease): started on
+/// the first lease, it blocks every signal and waits for ever, so a lease's break signal stays
+/// pending on it and never reaches the application.
+enum LeaseOwner {
+    /// `F_SETOWN_EX` (<fcntl.h>, `_GNU_SOURCE`, not in Swift's Glibc module).
+    static let setOwnerEx: Int32 = 15
+
+    /// Its thread id; nil if it could not be started (then the process owns the lease, as the
+    /// kernel does by default).
+    static let thread: pid_t? = {
+        guard gettid != nil else { return nil }
+        var handle = pthread_t()
+        let made = pthread_create(&handle, nil, { _ in
+            var all = sigset_t()
+            sigfillset(&all)
+            pthread_sigmask(SIG_BLOCK, &all, nil)
+            LeaseOwner.started.store(LeaseOwner.gettid!(), ordering: .releasing)
+            while true { pause() } // every signal blocked: never returns
+        }, nil)
+        guard made == 0 else { return nil }
+        pthread_detach(handle)
+        while started.load(ordering: .acquiring) == 0 { sched_yield() }
+        return started.load(ordering: .acquiring)
+    }()
+
+    private static let started = Atomic<pid_t>(0)
+
+    /// glibc's `gettid` (2.30), which Swift's Glibc module does not declare.
+    private static let gettid: (@convention(c) () -> pid_t)? =
+        dlsym(nil, "gettid").map { unsafeBitCast($0, to: (@convention(c) () -> pid_t).self) }
 }

@@ -5,8 +5,9 @@
 //   wormhole-probe flood GROUP ID WRITER COUNT [PAD] queue: pass {"w":WRITER,"i":0…COUNT-1} (and "p": PAD bytes)
 //   wormhole-probe increment GROUP ID COUNT         coordinated: COUNT atomic increments of {"count"}
 //   wormhole-probe echo GROUP IN OUT [nosync]       file: each message on IN is passed back on OUT
-//   wormhole-probe spin GROUP ID WRITER COUNT       file: pass {"w":WRITER,"i":0…COUNT-1,"p":…}, "p" of
-//                                                    0-1,200 bytes (larger and smaller in turn)
+//   wormhole-probe spin GROUP ID WRITER COUNT [count-urg]  file: pass {"w":WRITER,"i":0…COUNT-1,"p":…},
+//                                                    "p" of 0-1,200 bytes (larger and smaller in turn);
+//                                                    count-urg: with a SIGURG handler, the count printed
 //   wormhole-probe drain GROUP ID COUNT              queue: print "ready", then "done" after COUNT messages
 //   wormhole-probe in-memory PATH...                 "PATH true|false": whether a wormhole there takes
 //                                                    its files for memory (tmpfs, ramfs: no fsync)
@@ -14,6 +15,8 @@ import Dispatch
 import Foundation
 import Synchronization
 import Wormhole
+
+let urgReceived = Atomic<Int>(0)
 
 struct Tick: Codable, Sendable { var w: Int; var i: Int; var p: String? = nil }
 struct Counter: Codable, Sendable { var count: Int }
@@ -46,13 +49,21 @@ do {
         for i in 0..<count { try wormhole.pass(Tick(w: writer, i: i, p: padding), identifier: args[3]) }
         try wormhole.flush()
         print("done \(count)")
-    case "spin" where args.count == 6:
+    case "spin" where args.count == 6 || (args.count == 7 && args[6] == "count-urg"):
+        // count-urg: a host application with a SIGURG handler (Go's runtime has one, for
+        // preemption), counting what reaches it while it passes.
+        if args.count == 7 {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = { _ in urgReceived.add(1, ordering: .relaxed) }
+            action.sa_flags = SA_RESTART
+            sigaction(SIGURG, &action, nil)
+        }
         let wormhole = try Wormhole(group: args[2])
         guard let writer = Int(args[4]), let count = Int(args[5]) else { fail("bad numbers") }
         for i in 0..<count {
             try wormhole.pass(Tick(w: writer, i: i, p: String(repeating: "p", count: (i * 389) % 1201)), identifier: args[3])
         }
-        print("done \(count)")
+        print(args.count == 7 ? "done \(count) urg=\(urgReceived.load(ordering: .relaxed))" : "done \(count)")
     case "increment" where args.count == 5:
         let wormhole = try Wormhole(group: args[2], transiting: .coordinated)
         guard let count = Int(args[4]) else { fail("bad count") }

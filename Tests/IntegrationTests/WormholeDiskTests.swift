@@ -1,5 +1,6 @@
 import DarwinNotify
 import Foundation
+import Synchronization
 import Testing
 import Wormhole
 
@@ -194,6 +195,34 @@ extension IntegrationSuites {
             let cut = Set(seen).filter { $0 < runs }.count
             #expect(cut >= runs / 4, "\(cut) of \(runs) writers left their message (start-up \(startup) ms)")
             print("wormhole fileWriterKilled: \(cut) of \(runs) writers killed after passing, \(perWriter.values.map(\.count).reduce(0, +)) messages heard (start-up \(startup) ms)")
+        }
+
+        @Test("file on disk: a reader that comes while a pass holds its write lease sends no signal to the writing process (a host application's SIGURG handler is never run by the wormhole)")
+        func leaseBreakSendsNoSignal() throws {
+            let path = messagesPath + "/leased"
+            let wormhole = try fixture.wormhole()
+            try wormhole.pass("first", identifier: "leased")
+            // A reader opening the message as fast as it can, as listeners do when announced: each
+            // open during a pass's lease (in place, or a spare) is refused with EWOULDBLOCK and
+            // breaks the lease.
+            let stop = Atomic<Bool>(false), refused = Atomic<Int>(0), ended = DispatchSemaphore(value: 0)
+            let reader = Thread {
+                while !stop.load(ordering: .relaxed) {
+                    let fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+                    if fd >= 0 { close(fd) } else if errno == EWOULDBLOCK { refused.add(1, ordering: .relaxed) }
+                }
+                ended.signal()
+            }
+            reader.start()
+            defer { stop.store(true, ordering: .relaxed); ended.wait() }
+            let writer = try ChildProcess("wormhole-probe", ["spin", "group.test", "leased", "0", "400", "count-urg"],
+                                          environment: fixture.environment)
+            #expect(try writer.waitForExit(timeout: 120) == 0, "\(writer.stderr)")
+            stop.store(true, ordering: .relaxed)
+            let done = try #require(writer.lines.first { $0.hasPrefix("done 400") })
+            // The reader did come during leases, or this run shows nothing.
+            #expect(refused.load(ordering: .relaxed) > 0, "no open was refused: no lease was broken")
+            #expect(done == "done 400 urg=0", "the writer's SIGURG handler ran: \(done), \(refused.load(ordering: .relaxed)) opens refused")
         }
 
         @Test("file on disk: when a pass cannot write in place (each message smaller than the last), the message it replaced is written again by the next pass (no new file), and its name goes when the process exits")
