@@ -282,33 +282,50 @@ final class SpareFiles: Sendable {
 }
 
 /// The thread that owns the files a writer holds a lease on (SpareFiles.takeLease): started on
-/// the first lease, it blocks every signal and waits for ever, so a lease's break signal stays
-/// pending on it and never reaches the application.
+/// the first lease, it blocks every signal from its first instruction and waits for ever, so a
+/// lease's break signal stays pending on it and never reaches the application. A child after
+/// `fork()` starts its own (the parent's thread is not in it, and its id may one day name
+/// another process's thread).
 enum LeaseOwner {
     /// `F_SETOWN_EX` (<fcntl.h>, `_GNU_SOURCE`, not in Swift's Glibc module).
     static let setOwnerEx: Int32 = 15
 
-    /// Its thread id; nil if it could not be started (then the process owns the lease, as the
-    /// kernel does by default).
-    static let thread: pid_t? = {
-        guard gettid != nil else { return nil }
-        var handle = pthread_t()
-        let made = pthread_create(&handle, nil, { _ in
-            var all = sigset_t()
-            sigfillset(&all)
-            pthread_sigmask(SIG_BLOCK, &all, nil)
-            LeaseOwner.started.store(LeaseOwner.gettid!(), ordering: .releasing)
-            while true { pause() } // every signal blocked: never returns
-        }, nil)
-        guard made == 0 else { return nil }
-        pthread_detach(handle)
-        while started.load(ordering: .acquiring) == 0 { sched_yield() }
-        return started.load(ordering: .acquiring)
-    }()
+    /// This process's owner thread; nil if it could not be started (then the lease's owner is the
+    /// process, as the kernel makes it by default).
+    static var thread: pid_t? {
+        let pid = getpid()
+        return owner.withLock { owner -> pid_t? in
+            if let owner, owner.pid == pid { return owner.tid }
+            guard let tid = start() else { return nil }
+            owner = (pid, tid)
+            return tid
+        }
+    }
 
+    private static let owner = Mutex<(pid: pid_t, tid: pid_t)?>(nil)
     private static let started = Atomic<pid_t>(0)
 
     /// glibc's `gettid` (2.30), which Swift's Glibc module does not declare.
     private static let gettid: (@convention(c) () -> pid_t)? =
         dlsym(nil, "gettid").map { unsafeBitCast($0, to: (@convention(c) () -> pid_t).self) }
+
+    private static func start() -> pid_t? {
+        guard gettid != nil else { return nil }
+        started.store(0, ordering: .relaxed)
+        // Every signal blocked in this thread while it makes the new one, which starts with
+        // this mask: no signal can reach it even before its first instruction.
+        var all = sigset_t(), previous = sigset_t()
+        sigfillset(&all)
+        pthread_sigmask(SIG_SETMASK, &all, &previous)
+        var handle = pthread_t()
+        let made = pthread_create(&handle, nil, { _ in
+            LeaseOwner.started.store(LeaseOwner.gettid!(), ordering: .releasing)
+            while true { pause() } // every signal blocked: never returns
+        }, nil)
+        pthread_sigmask(SIG_SETMASK, &previous, nil)
+        guard made == 0 else { return nil }
+        pthread_detach(handle)
+        while started.load(ordering: .acquiring) == 0 { sched_yield() }
+        return started.load(ordering: .acquiring)
+    }
 }
