@@ -66,7 +66,7 @@ private func bridgeRows(_ options: Options, through broker: BenchMQTT, label: St
     defer { tools.stop() }
     let rounds = max(2, options.rounds)
     let perRound = max(20, min(options.samples, 3000) / rounds)
-    let burst = options.samples >= 1000 ? 20_000 : 2_000 // CI's smoke run (--samples 20) only checks that it runs
+    let burst = options.samples >= 1000 ? 20_000 : options.samples >= 100 ? 2_000 : 200 // CI's smoke run (--samples 20) only checks that it runs
     var ours: [[Double]] = [], theirs: [[Double]] = [], ourRates: [Double] = [], theirRates: [Double] = []
     func ourLatency() throws -> [Double] {
         var values: [Double] = []
