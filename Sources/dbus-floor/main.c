@@ -15,6 +15,12 @@
  *   uds-echo PATH PING PONG | uds-ping PATH PING PONG N
  *       a plain Unix stream socket and a frame of our own (u32 length, the name, NUL, u64 seq):
  *       the least any socket transport can do
+ *
+ * And the fan-out with nothing of D-Bus or of ours (issue 36), for the fanout suite's reference row:
+ *   bare-fanout N M GAP_MS
+ *       N child processes, each blocked in recv on its own SOCK_SEQPACKET pair; M times, GAP_MS
+ *       apart, one byte to each; a child stamps CLOCK_MONOTONIC into shared memory as it gets it.
+ *       Prints, per post, the ns until the last child had it ("lost" for one a child missed).
  */
 #include <dbus/dbus.h>
 #include <stdint.h>
@@ -24,7 +30,9 @@
 #include <time.h>
 #include <errno.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -259,7 +267,79 @@ static int uds_main(int argc, char **argv) {
     return 0;
 }
 
+/* bare-fanout N M GAP_MS (above). Each child says it is ready with a byte on its pair (a
+ * handshake, no sleep); each exits when its pair closes, and is waited for. */
+static int bare_fanout(int argc, char **argv) {
+    if (argc < 5) {
+        fprintf(stderr, "usage: dbus-floor bare-fanout N M GAP_MS\n");
+        return 64;
+    }
+    long n = atol(argv[2]), m = atol(argv[3]), gap = atol(argv[4]);
+    if (n < 1 || n > 1000 || m < 1 || m > 10000 || gap < 0 || gap > 10000) {
+        fprintf(stderr, "usage: dbus-floor bare-fanout N (1-1000) M (1-10000) GAP_MS (0-10000)\n");
+        return 64;
+    }
+    size_t bytes = (size_t)n * (size_t)m * sizeof(uint64_t);
+    uint64_t *stamps = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int *fds = calloc((size_t)n, sizeof *fds);
+    pid_t *kids = calloc((size_t)n, sizeof *kids);
+    if (stamps == MAP_FAILED || !fds || !kids) return 1;
+    long started = 0;
+    int failed = 0;
+    for (; started < n; started++) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) { failed = 1; break; }
+        pid_t pid = fork();
+        if (pid < 0) { close(sv[0]); close(sv[1]); failed = 1; break; }
+        if (pid == 0) {
+            for (long k = 0; k < started; k++) close(fds[k]);
+            close(sv[0]);
+            char b = 'r';
+            if (send(sv[1], &b, 1, 0) != 1) _exit(1);
+            for (long post = 0; post < m; post++) {
+                if (recv(sv[1], &b, 1, 0) != 1) _exit(0);
+                stamps[post * n + started] = now_ns();
+            }
+            _exit(0);
+        }
+        close(sv[1]);
+        fds[started] = sv[0];
+        kids[started] = pid;
+    }
+    for (long k = 0; k < started && !failed; k++) {
+        char b;
+        if (recv(fds[k], &b, 1, 0) != 1) failed = 1; /* ready */
+    }
+    uint64_t *sent = calloc((size_t)m, sizeof *sent);
+    for (long post = 0; post < m && !failed && sent; post++) {
+        sent[post] = now_ns();
+        for (long k = 0; k < n; k++)
+            if (send(fds[k], "p", 1, MSG_NOSIGNAL) != 1) failed = 1;
+        struct timespec ts = { gap / 1000, (gap % 1000) * 1000000L };
+        nanosleep(&ts, NULL); /* pacing between posts, not synchronisation */
+    }
+    for (long k = 0; k < started; k++) close(fds[k]);
+    for (long k = 0; k < started; k++) waitpid(kids[k], NULL, 0);
+    if (failed || !sent) {
+        fprintf(stderr, "dbus-floor: bare-fanout: %s\n", strerror(errno));
+        return 1;
+    }
+    for (long post = 0; post < m; post++) {
+        uint64_t last = 0;
+        int lost = 0;
+        for (long k = 0; k < n; k++) {
+            uint64_t t = stamps[post * n + k];
+            if (!t) lost = 1;
+            else if (t > last) last = t;
+        }
+        if (lost) printf("lost\n");
+        else printf("%llu\n", (unsigned long long)(last - sent[post]));
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "bare-fanout") == 0) return bare_fanout(argc, argv);
     if (argc >= 2 && strncmp(argv[1], "peer-", 5) == 0) return peer_main(argc, argv);
     if (argc >= 2 && strncmp(argv[1], "uds-", 4) == 0) return uds_main(argc, argv);
     const char *address = getenv("DARWIN_NOTIFY_BUS");

@@ -153,7 +153,8 @@ func throughputSuite(_ options: Options) throws -> [Metric] {
 }
 
 /// `fanout`: one poster, 100 observer processes; per post, the time until the last observer has
-/// it (CLOCK_MONOTONIC is shared by all processes). Ours against the floor, in the same run.
+/// it (CLOCK_MONOTONIC is shared by all processes). Ours against the floor, in the same run, and
+/// a plain Unix socket per process beside them.
 func fanoutSuite(_ options: Options) throws -> [Metric] {
     let bus = try PrivateBus()
     defer { bus.stop() }
@@ -177,19 +178,34 @@ func fanoutSuite(_ options: Options) throws -> [Metric] {
     }
     let name = "fanout.x"
     // Alternating rounds, so that a slow spell of this machine falls on both alike.
-    var floor: [Double] = [], ours: [Double] = [], ratios: [Double] = []
+    /// The same fan-out with no bus and no code of ours: a process blocked in `recv` per observer
+    /// (dbus-floor bare-fanout), what the target is measured against besides the floor.
+    func bare() throws -> [Double] {
+        let lines = try Child("dbus-floor", ["bare-fanout", "\(observers)", "\(posts)", "50"], environment: env).readToEnd()
+            .split(separator: "\n")
+        guard lines.count == posts, lines.allSatisfy({ UInt64($0) != nil }) else {
+            throw BenchError("bare-fanout: \(lines.count) of \(posts) posts reached every process")
+        }
+        return lines.map { Double(UInt64($0)!) / 1000 }
+    }
+    var floor: [Double] = [], ours: [Double] = [], socket: [Double] = [], ratios: [Double] = [], socketRatios: [Double] = []
     func median(_ v: [Double]) -> Double { let s = v.sorted(); return s[s.count / 2] }
+    func spread(_ v: [Double]) -> String { v.map { String(format: "%.2f", $0) }.joined(separator: ", ") }
     for _ in 0..<options.rounds {
         let f = try run(tool: "dbus-floor", stamp: ["stamp", name], poster: ["fanout-post", name, "\(posts)", "50"])
         let o = try run(tool: "cnotify-probe", stamp: ["bench-stamp", name], poster: ["bench-fanout-post", name, "\(posts)", "50"])
+        let s = try bare()
         floor += f
         ours += o
+        socket += s
         ratios.append(median(o) / median(f))
+        socketRatios.append(median(s) / median(f))
     }
-    let spread = ratios.map { String(format: "%.2f", $0) }.joined(separator: ", ")
     return [
         Metric(label: "floor: 1 → 100 processes, median of \(floor.count)", value: median(floor), unit: "µs", reference: nil, goal: .none),
         Metric(label: "C center: 1 → 100 processes, median of \(ours.count)", value: median(ours), unit: "µs", reference: median(floor),
-               goal: .atMost(0.50), note: "rounds: \(spread)"),
+               goal: .atMost(0.50), note: "rounds: \(spread(ratios))"),
+        Metric(label: "plain socket 1 → 100, median of \(socket.count)", value: median(socket), unit: "µs",
+               reference: median(floor), goal: .none, note: "rounds: \(spread(socketRatios))"),
     ]
 }
