@@ -126,6 +126,8 @@ let package = Package(
         // system's names from the kernel's event sources); C over the core, one file per source.
         .executableTarget(name: "darwin-notifyd", dependencies: ["CNotify"], cSettings: [.define("_GNU_SOURCE")]),
         .executableTarget(name: "wormhole-probe", dependencies: ["Wormhole"]),
+        // The Swift readers of what others write, for libFuzzer (.ci/fuzz); elsewhere a replayer of files.
+        .executableTarget(name: "swift-fuzz", dependencies: ["Wormhole", "NotifyBridge"], path: "Tests/Fuzz/swift"),
         .executableTarget(
             name: "notify-bench",
             // The probes and the floor are run as child processes; depending on them makes

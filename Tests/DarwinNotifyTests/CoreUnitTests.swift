@@ -3,6 +3,7 @@
 import CNotify
 import Foundation
 import Testing
+import NotifyBridge
 @testable import Wormhole
 
 @Suite("C protocol functions (protocol.c)")
@@ -81,6 +82,31 @@ struct CoreProtocolUnitTests {
 
 @Suite("Wormhole envelope and names")
 struct WormholeUnitTests {
+    /// The fuzzing lane's seeds for the Swift readers (Tests/Fuzz/corpus, .ci/fuzz): each a file
+    /// the reader takes, so that the fuzzer starts from accepted inputs, and the lane's
+    /// written-back check runs on them here too.
+    @Test("the Swift fuzzers' seeds are read as the protocol's own examples: accepted, and the same once written back")
+    func fuzzSeeds() throws {
+        let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fuzz/corpus")
+        func seeds(_ name: String) throws -> [String: Data] {
+            let folder = corpus.appendingPathComponent(name)
+            let files = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+            #expect(!files.isEmpty, "no seeds for \(name)")
+            return try Dictionary(uniqueKeysWithValues: files.map { ($0, try Data(contentsOf: folder.appendingPathComponent($0))) })
+        }
+        for (file, bytes) in try seeds("message-file") {
+            #expect(bytes.withUnsafeBytes { WormholeFuzzing.messageFile($0) }, "message-file/\(file) is refused")
+        }
+        let entries = try seeds("queue-entry")
+        #expect(entries["protocol-sample"].map { $0.withUnsafeBytes { WormholeFuzzing.queueEntry($0) } } == true)
+        #expect(entries["empty"].map { $0.withUnsafeBytes { WormholeFuzzing.queueEntry($0) } } == false)
+        for (file, bytes) in try seeds("bridge-payload") {
+            let payload = try bytes.withUnsafeBytes { try BridgePayload.decode($0).get() }
+            #expect(payload.encoded() == [UInt8](bytes), "bridge-payload/\(file) is not written back as it came")
+        }
+    }
+
     @Test("an envelope encodes and decodes to itself; its checksum is checked")
     func envelopeRoundTrip() throws {
         let envelope = Envelope(kind: .data, payload: Data("payload".utf8))
