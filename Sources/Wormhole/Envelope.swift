@@ -67,11 +67,9 @@ struct Envelope: Sendable {
     /// The file's bytes: the header line, then the payload.
     func encoded() -> Data {
         let h = header
-        // Microseconds: the time as PROTOCOL.md writes it, seconds with six decimals. The decoder
-        // only makes times that fit (0 ..< 10¹⁰ s); anything else, which only a caller of this
-        // type could make, is written as 0 rather than trapping.
-        let scaled = (h.passed * 1_000_000).rounded()
-        let micros = scaled >= 0 && scaled < 1e16 ? UInt64(scaled) : 0
+        // Microseconds: the time as PROTOCOL.md writes it, seconds with six decimals, which a
+        // reader makes the same time of.
+        let micros = Envelope.micros(of: h.passed)
         var line = [UInt8]()
         line.reserveCapacity(128)
         line.append(contentsOf: Envelope.magic.utf8)
@@ -84,11 +82,7 @@ struct Envelope: Sendable {
         line.append(0x20)
         line.append(contentsOf: h.checksum.utf8)
         line.append(0x20)
-        Envelope.appendDecimal(micros / 1_000_000, to: &line)
-        line.append(0x2E)
-        let fraction = micros % 1_000_000
-        var scale: UInt64 = 100_000
-        while scale > 0 { line.append(0x30 + UInt8(fraction / scale % 10)); scale /= 10 }
+        Envelope.appendTime(micros, to: &line)
         line.append(0x20)
         if h.pid < 0 { line.append(0x2D) }
         Envelope.appendDecimal(UInt64(h.pid.magnitude), to: &line)
@@ -97,6 +91,40 @@ struct Envelope: Sendable {
         data.append(contentsOf: line)
         data.append(payload)
         return data
+    }
+
+    /// `micros` microseconds as PROTOCOL.md writes a time: seconds, a point, six digits.
+    private static func appendTime(_ micros: UInt64, to bytes: inout [UInt8]) {
+        appendDecimal(micros / 1_000_000, to: &bytes)
+        bytes.append(0x2E)
+        let fraction = micros % 1_000_000
+        var scale: UInt64 = 100_000
+        while scale > 0 { bytes.append(0x30 + UInt8(fraction / scale % 10)); scale /= 10 }
+    }
+
+    /// The microseconds to write for `passed`: a count a reader makes `passed` of again (`time`).
+    /// Scaling by 10⁶ may miss it by one from 2112 on (2⁵² µs), and from 2255 (2⁵³ µs) a Double
+    /// holds every other microsecond only, so the neighbours are tried too. Only a caller of
+    /// this type could hand in a time outside 0 ..< 10¹⁰ s: it is written as 0 rather than trapping.
+    private static func micros(of passed: Double) -> UInt64 {
+        let scaled = (passed * 1_000_000).rounded()
+        guard scaled >= 0, scaled < 1e16 else { return 0 }
+        let guess = UInt64(scaled)
+        for candidate in [guess, guess &- 1, guess + 1, guess &- 2, guess + 2]
+            where candidate < 10_000_000_000_000_000 && seconds(ofMicros: candidate) == passed {
+            return candidate
+        }
+        return guess
+    }
+
+    /// The time a reader makes of `micros` microseconds written as PROTOCOL.md writes a time:
+    /// under 2⁵³ (until 2255), exact in a Double, one correctly rounded division gives the
+    /// decimal's nearest Double; later ones are left to `strtod`, as Double(String) reads them.
+    private static func seconds(ofMicros micros: UInt64) -> Double {
+        guard micros >= 1 << 53 else { return Double(micros) / 1_000_000 }
+        var text: [UInt8] = []
+        appendTime(micros, to: &text)
+        return Double(String(decoding: text, as: UTF8.self)) ?? 0
     }
 
     private static func appendDecimal(_ value: UInt64, to bytes: inout [UInt8]) {
@@ -204,16 +232,13 @@ struct Envelope: Sendable {
         return value
     }
 
-    /// `seconds.micros`: 1 to 10 digits, a dot, exactly six digits; the value `strtod` reads.
-    /// Microseconds under 2⁵³ (until 2255) are exact in a Double, and one correctly rounded
-    /// division gives the decimal's nearest Double; later ones are left to `strtod`.
+    /// `seconds.micros`: 1 to 10 digits, a dot, exactly six digits; the value `strtod` reads
+    /// (leading zeros of the seconds change nothing).
     private static func time(_ bytes: Slice<UnsafeRawBufferPointer>) -> Double? {
         guard let dot = bytes.firstIndex(of: 0x2E), bytes.endIndex - dot == 7,
               let seconds = decimal(bytes[bytes.startIndex ..< dot], maxDigits: 10),
               let micros = decimal(bytes[(dot + 1)...], maxDigits: 6) else { return nil }
-        let total = seconds * 1_000_000 + micros
-        guard total < 1 << 53 else { return Double(String(decoding: bytes, as: UTF8.self)) }
-        return Double(total) / 1_000_000
+        return Envelope.seconds(ofMicros: seconds * 1_000_000 + micros)
     }
 
     private init(header: Header, payload: Data) {

@@ -45,7 +45,7 @@ final class GroupCommit: Sendable {
         GroupCommit.registry.withLock { live in
             if !live.registered {
                 live.registered = true
-                atexit { GroupCommit.flushAll() }
+                atexit { if !ForkedChild.isChild { GroupCommit.flushAll() } } // a child's exit: ForkedChild.swift
             }
             live.committers.append(Weak(self))
             live.committers.removeAll { $0.value == nil }

@@ -198,7 +198,7 @@ final class SpareFiles: Sendable {
 
     /// Registered once, by the first spare that keeps a name.
     private static let removeNamesAtExit: Void = {
-        atexit { SpareFiles.shared.removeNames() }
+        atexit { if !ForkedChild.isChild { SpareFiles.shared.removeNames() } } // a child's exit: ForkedChild.swift
     }()
 
     /// Removes the names of this process's spares (at exit): nothing of a spare stays behind but
@@ -285,7 +285,8 @@ final class SpareFiles: Sendable {
 /// the first lease, it blocks every signal from its first instruction and waits for ever, so a
 /// lease's break signal stays pending on it and never reaches the application. A child after
 /// `fork()` starts its own (the parent's thread is not in it, and its id may one day name
-/// another process's thread).
+/// another process's thread). No lock: a child inherits a lock as it was at the fork, held by a
+/// thread of its parent's that it does not have; the owner is one atomic word.
 enum LeaseOwner {
     /// `F_SETOWN_EX` (<fcntl.h>, `_GNU_SOURCE`, not in Swift's Glibc module).
     static let setOwnerEx: Int32 = 15
@@ -294,38 +295,51 @@ enum LeaseOwner {
     /// process, as the kernel makes it by default).
     static var thread: pid_t? {
         let pid = getpid()
-        return owner.withLock { owner -> pid_t? in
-            if let owner, owner.pid == pid { return owner.tid }
-            guard let tid = start() else { return nil }
-            owner = (pid, tid)
-            return tid
+        var known = owner.load(ordering: .acquiring)
+        while true {
+            if known != 0, Self.pid(of: known) == pid { return tid(of: known) }
+            guard let (tid, handle) = start() else { return nil }
+            let mine = UInt64(UInt32(bitPattern: pid)) << 32 | UInt64(UInt32(bitPattern: tid))
+            let (stored, current) = owner.compareExchange(expected: known, desired: mine, ordering: .acquiringAndReleasing)
+            if stored { return tid }
+            // Another thread of this process started one at the same time, and it won: ours ends.
+            pthread_cancel(handle)
+            known = current
         }
     }
 
-    private static let owner = Mutex<(pid: pid_t, tid: pid_t)?>(nil)
-    private static let started = Atomic<pid_t>(0)
+    /// The owner: its process id in the high half, its thread id in the low; 0 until there is one.
+    private static let owner = Atomic<UInt64>(0)
+    private static func pid(of word: UInt64) -> pid_t { pid_t(bitPattern: UInt32(truncatingIfNeeded: word >> 32)) }
+    private static func tid(of word: UInt64) -> pid_t { pid_t(bitPattern: UInt32(truncatingIfNeeded: word)) }
 
     /// glibc's `gettid` (2.30), which Swift's Glibc module does not declare.
     private static let gettid: (@convention(c) () -> pid_t)? =
         dlsym(nil, "gettid").map { unsafeBitCast($0, to: (@convention(c) () -> pid_t).self) }
 
-    private static func start() -> pid_t? {
+    /// A new owner thread: its id and its handle.
+    private static func start() -> (pid_t, pthread_t)? {
         guard gettid != nil else { return nil }
-        started.store(0, ordering: .relaxed)
+        // The new thread writes its id here once; this thread waits for it, then frees it.
+        let started = UnsafeMutablePointer<Atomic<pid_t>>.allocate(capacity: 1)
+        started.initialize(to: Atomic<pid_t>(0))
+        defer { started.deinitialize(count: 1); started.deallocate() }
         // Every signal blocked in this thread while it makes the new one, which starts with
-        // this mask: no signal can reach it even before its first instruction.
+        // this mask: no signal can reach it even before its first instruction. (glibc keeps the
+        // one `pthread_cancel` uses.)
         var all = sigset_t(), previous = sigset_t()
         sigfillset(&all)
         pthread_sigmask(SIG_SETMASK, &all, &previous)
         var handle = pthread_t()
-        let made = pthread_create(&handle, nil, { _ in
-            LeaseOwner.started.store(LeaseOwner.gettid!(), ordering: .releasing)
-            while true { pause() } // every signal blocked: never returns
-        }, nil)
+        let made = pthread_create(&handle, nil, { argument in
+            let started = argument!.assumingMemoryBound(to: Atomic<pid_t>.self)
+            started.pointee.store(LeaseOwner.gettid!(), ordering: .releasing)
+            while true { pause() } // every signal blocked: never returns (cancelled, it ends here)
+        }, started)
         pthread_sigmask(SIG_SETMASK, &previous, nil)
         guard made == 0 else { return nil }
         pthread_detach(handle)
-        while started.load(ordering: .acquiring) == 0 { sched_yield() }
-        return started.load(ordering: .acquiring)
+        while started.pointee.load(ordering: .acquiring) == 0 { sched_yield() }
+        return (started.pointee.load(ordering: .acquiring), handle)
     }
 }

@@ -35,6 +35,7 @@ public final class Wormhole: Sendable {
     public init(group: String, directory: String = "wormhole", transiting: Transiting = .file,
                 container: GroupContainer? = nil, configuration: WormholeConfiguration = WormholeConfiguration(),
                 center: NotifyCenter = .default) throws(WormholeError) {
+        _ = ForkedChild.installed
         try Names.validateDirectory(directory)
         let container = if let container { container } else { try GroupContainer(group: group) }
         guard container.group == group else {
@@ -83,7 +84,8 @@ public final class Wormhole: Sendable {
     // MARK: Passing
 
     /// Passes `message` as JSON (MMWormhole `passMessageObject:identifier:`).
-    /// - Throws: `.encodingFailed`, `.payloadTooLarge`, `.diskFull`, `.queueFull`, `.notification`.
+    /// - Throws: `.encodingFailed`, `.payloadTooLarge`, `.diskFull`, `.queueFull`, `.notification`
+    ///   (also, with nothing written, in a child after `fork()` until it execs: see the overview).
     public func pass<T: Encodable>(_ message: T, identifier: String) throws(WormholeError) {
         try Names.validateIdentifier(identifier)
         let payload: Data
@@ -114,6 +116,7 @@ public final class Wormhole: Sendable {
 
     /// Writes and announces a payload whose identifier the caller has validated.
     private func store(_ payload: Data, kind: WormholeMessage.Kind, identifier: String) throws(WormholeError) {
+        try ForkedChild.refuse("pass of '\(identifier)'")
         guard payload.count <= configuration.maxPayloadBytes else {
             throw WormholeError(.payloadTooLarge,
                 "payload for '\(identifier)' is \(payload.count) bytes, over the limit of \(configuration.maxPayloadBytes); nothing was written")
@@ -134,6 +137,7 @@ public final class Wormhole: Sendable {
     /// - Throws: what failed in a sync or announcement after its pass had returned (`.io`,
     ///   `.notification`); the message itself is kept.
     public func flush() throws(WormholeError) {
+        try ForkedChild.refuse("flush")
         try (store as? QueueStore)?.committer?.flush()
     }
 
@@ -172,6 +176,7 @@ public final class Wormhole: Sendable {
         guard transiting == .coordinated else {
             throw WormholeError(.unsupported, "update needs coordinated transiting (this wormhole is \(transiting.rawValue))")
         }
+        try ForkedChild.refuse("update of '\(identifier)'")
         let value = try files.update(identifier, as: type, body)
         try announce(identifier)
         return value
@@ -182,6 +187,7 @@ public final class Wormhole: Sendable {
     /// Removes the message(s) of `identifier` (MMWormhole `clearMessageContentsForIdentifier:`).
     public func clear(_ identifier: String) throws(WormholeError) {
         try Names.validateIdentifier(identifier)
+        try ForkedChild.refuse("clear of '\(identifier)'")
         try store.clear(identifier)
     }
 
@@ -239,6 +245,7 @@ public final class Wormhole: Sendable {
 
     private func makeSource(_ identifier: String, name: String?) throws(WormholeError) -> any MessageSource {
         try Names.validateIdentifier(identifier)
+        try ForkedChild.refuse("listening to '\(identifier)'")
         return try store.source(identifier, name: name)
     }
 }

@@ -240,6 +240,117 @@ struct WormholeUnitTests {
         }
     }
 
+    /// Found by the fuzzing lane (.ci/fuzz, message-file): a file whose time is in 2255 or later
+    /// (2⁵³ µs and over, read with `strtod`) was written back with another last digit, which read
+    /// as another time; from 2112 on (2⁵² µs) the encoder's rounding could miss by one too.
+    @Test("a time of any year PROTOCOL.md allows reads the same once written back (fuzzing found 9732291200.315115 did not)")
+    func farTimesRoundTrip() throws {
+        var generator = QueueSegmentTests.Seeded(state: 0x7153_2255)
+        var times = ["9732291200.315115", "9007199254.740992", "9007199254.740993", "4503599627.370496", "9999999999.999999"]
+        for _ in 0..<5000 {
+            let seconds = 4_503_599_627 + generator.next() % (10_000_000_000 - 4_503_599_627) // 2⁵² µs up to 10 digits
+            times.append("\(seconds)." + String(String(generator.next() % 1_000_000 + 1_000_000).dropFirst()))
+        }
+        for passed in times {
+            let envelope = try Envelope.decode(Self.header(passed: passed)).get()
+            let again = try Envelope.decode(envelope.encoded()).get()
+            #expect(again.header == envelope.header, "\(passed) was written back as \(again.header.passed)")
+        }
+    }
+
+    /// A child forked while another thread of its parent held the lease owner's lock inherited
+    /// the lock held, by a thread it does not have: its first lease trapped in the lock (SIGILL,
+    /// the child's exit status here before the fix).
+    @Test("a child forked while another thread looks up the lease owner gets its own owner thread, never waiting for the parent's")
+    func leaseOwnerAcrossFork() async {
+        await #expect(processExitsWith: .success) {
+            guard let parentOwner = LeaseOwner.thread else { exit(2) } // started here, in the exit test's process
+            var looker = pthread_t()
+            guard pthread_create(&looker, nil, { _ in
+                while true { _ = LeaseOwner.thread } // takes and leaves the lock, over and over
+            }, nil) == 0 else { exit(3) }
+            for _ in 0..<300 {
+                let child = fork()
+                if child == 0 {
+                    let owner = LeaseOwner.thread
+                    _exit(owner != nil && owner != parentOwner ? 0 : 4)
+                }
+                guard child > 0 else { exit(5) }
+                guard Self.reap(child, seconds: 10) == 0 else { exit(6) } // a trap, a wait for ever, or no owner of its own
+            }
+            exit(0)
+        }
+    }
+
+    /// A forked child's status, waited for at most `seconds`; a child still running then is
+    /// killed, and nil returned (a hang). An exit test's process may have SIGALRM blocked, so the
+    /// parent keeps the time.
+    static func reap(_ child: pid_t, seconds: Int) -> Int32? {
+        var status: Int32 = 0
+        for _ in 0 ..< seconds * 100 {
+            let done = waitpid(child, &status, WNOHANG)
+            if done == child { return status }
+            if done < 0 && errno != EINTR { return -1 }
+            usleep(10_000)
+        }
+        kill(child, SIGKILL)
+        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        return nil
+    }
+
+    /// A child forked from a process whose queue wormhole on disk had passed a message hung in
+    /// `exit`: the exit-time group commit waited for its parent's commit thread, which a child does
+    /// not have. And its own pass would take locks and queues its parent's threads may hold.
+    @Test("a forked child's wormholes neither write nor listen (.notification, optionDisabled, nothing written), its reads work, and its exit returns (it hung in the exit-time flush)")
+    func forkedChild() async {
+        await #expect(processExitsWith: .success) {
+            var template = Array("/tmp/wormhole-fork-XXXXXX".utf8CString)
+            guard let made = mkdtemp(&template) else { exit(2) }
+            let directory = String(cString: made)
+            let code = Self.forkedChildChecks(in: directory)
+            _ = try? FileManager.default.removeItem(atPath: directory)
+            exit(code)
+        }
+    }
+
+    /// forkedChild's body, in the exit test's process: 0, or what failed.
+    static func forkedChildChecks(in directory: String) -> Int32 {
+        guard let container = try? GroupContainer(group: "group.fork", directory: directory),
+              let queue = try? Wormhole(group: "group.fork", transiting: .queue, container: container),
+              let file = try? Wormhole(group: "group.fork", directory: "latest", container: container) else { return 3 }
+        try? file.pass(data: Data("parent".utf8), identifier: "f") // its announcement may fail: no bus here
+        guard (try? file.message("f"))?.payload == Data("parent".utf8) else { return 4 }
+        // A child that only exits, forked while the queue's pass waits for its group commit:
+        // the exit-time work is its parent's (before the fix: a wait for ever for the commit).
+        try? queue.pass(data: Data("parent".utf8), identifier: "q")
+        let exiting = fork()
+        if exiting == 0 { exit(0) }
+        guard exiting > 0 else { return 5 }
+        guard let exited = reap(exiting, seconds: 20) else { return 8 } // hung
+        guard exited == 0 else { return 9 }
+        let child = fork()
+        if child == 0 {
+            func refused(_ call: () throws(WormholeError) -> Void) -> Bool {
+                do throws(WormholeError) { try call(); return false } catch {
+                    if case .notify(let cause)? = error.underlying { return error.code == .notification && cause.code == .optionDisabled }
+                    return false
+                }
+            }
+            guard refused({ () throws(WormholeError) in try file.pass(data: Data("child".utf8), identifier: "f") }),
+                  refused({ () throws(WormholeError) in try queue.pass(data: Data("child".utf8), identifier: "q") }),
+                  refused({ () throws(WormholeError) in try queue.flush() }),
+                  refused({ () throws(WormholeError) in try file.clear("f") }),
+                  refused({ () throws(WormholeError) in _ = try file.listen(for: "f") { _ in } }) else { _exit(10) }
+            guard (try? file.message("f"))?.payload == Data("parent".utf8) else { _exit(11) } // unchanged, and readable
+            exit(0) // the exit-time work: the parent's, left alone
+        }
+        guard child > 0 else { return 5 }
+        guard let status = reap(child, seconds: 20) else { return 6 } // hung
+        guard status == 0 else { return status & 0x7f != 0 ? 20 : 30 + (status >> 8 & 0xff) }
+        guard (try? file.message("f"))?.payload == Data("parent".utf8) else { return 7 }
+        return 0
+    }
+
     @Test("identifiers and groups outside the rules are refused with their code")
     func names() {
         for bad in ["", "..", "a/b", ".hidden", "nul\u{0}", String(repeating: "i", count: 256)] {
