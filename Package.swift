@@ -127,7 +127,7 @@ let package = Package(
         .executableTarget(name: "darwin-notifyd", dependencies: ["CNotify"], cSettings: [.define("_GNU_SOURCE")]),
         .executableTarget(name: "wormhole-probe", dependencies: ["Wormhole"]),
         // The Swift readers of what others write, for libFuzzer (.ci/fuzz); elsewhere a replayer of files.
-        .executableTarget(name: "swift-fuzz", dependencies: ["Wormhole", "NotifyBridge"], path: "Tests/Fuzz/swift"),
+        .executableTarget(name: "swift-fuzz", dependencies: ["Wormhole", "NotifyBridge", "CommandLineSupport"], path: "Tests/Fuzz/swift"),
         .executableTarget(
             name: "notify-bench",
             // The probes and the floor are run as child processes; depending on them makes

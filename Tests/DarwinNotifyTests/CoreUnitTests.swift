@@ -82,9 +82,9 @@ struct CoreProtocolUnitTests {
 
 @Suite("Wormhole envelope and names")
 struct WormholeUnitTests {
-    /// The fuzzing lane's seeds for the Swift readers (Tests/Fuzz/corpus, .ci/fuzz): each a file
-    /// the reader takes, so that the fuzzer starts from accepted inputs, and the lane's
-    /// written-back check runs on them here too.
+    /// The fuzzing lane's seeds for the Swift readers (Tests/Fuzz/corpus, .ci/fuzz): the
+    /// protocol's examples and the fuzzer's findings, each a file the reader takes, so that the
+    /// fuzzer starts from accepted inputs, and the lane's written-back check runs on them here too.
     @Test("the Swift fuzzers' seeds are read as the protocol's own examples: accepted, and the same once written back")
     func fuzzSeeds() throws {
         let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -267,7 +267,7 @@ struct WormholeUnitTests {
             guard let parentOwner = LeaseOwner.thread else { exit(2) } // started here, in the exit test's process
             var looker = pthread_t()
             guard pthread_create(&looker, nil, { _ in
-                while true { _ = LeaseOwner.thread } // takes and leaves the lock, over and over
+                while true { _ = LeaseOwner.thread } // over and over (before the fix each look took and left a lock)
             }, nil) == 0 else { exit(3) }
             for _ in 0..<300 {
                 let child = fork()

@@ -9,6 +9,8 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import CommandLineSupport
+import FoundationEssentials
 import NotifyBridge
 import Wormhole
 
@@ -64,42 +66,25 @@ public func swiftFuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutab
     return fuzzerRunDriver(&count, &vector, fuzzOne)
 }
 #else
-/// A line on standard error.
-func complain(_ text: String) {
-    let line = Array((text + "\n").utf8)
-    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-}
-
 @main
 struct SwiftFuzz {
     static func main() {
         let args = CommandLine.arguments
         guard args.count >= 3, let target = FuzzTarget(rawValue: args[1]) else {
-            complain("usage: swift-fuzz \(FuzzTarget.allCases.map(\.rawValue).joined(separator: "|")) FILE...")
+            StandardStreams.err("usage: swift-fuzz \(FuzzTarget.allCases.map(\.rawValue).joined(separator: "|")) FILE...\n")
             exit(64)
         }
         var accepted = 0
         for path in args.dropFirst(2) {
-            guard let file = fopen(path, "rb") else {
-                complain("swift-fuzz: cannot open \(path): \(String(cString: strerror(errno)))")
-                exit(1)
-            }
-            var bytes: [UInt8] = []
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let n = fread(&chunk, 1, chunk.count, file)
-                if n == 0 { break }
-                bytes += chunk[0 ..< n]
-            }
-            let failed = ferror(file) != 0
-            fclose(file)
-            if failed {
-                complain("swift-fuzz: cannot read \(path)")
+            let bytes: Data
+            do { bytes = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+                let posix = (error as? CocoaError)?.underlying as? POSIXError
+                StandardStreams.err("swift-fuzz: cannot read \(path): \(posix.map { String(cString: strerror($0.code.rawValue)) } ?? "\(error)")\n")
                 exit(1)
             }
             if bytes.withUnsafeBytes({ target.run($0) }) { accepted += 1 }
         }
-        print("swift-fuzz: \(target.rawValue): \(args.count - 2) files, \(accepted) accepted, no finding")
+        StandardStreams.out("swift-fuzz: \(target.rawValue): \(args.count - 2) files, \(accepted) accepted, no finding\n")
     }
 }
 #endif
