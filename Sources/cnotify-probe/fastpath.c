@@ -39,6 +39,16 @@ static void peer_cb(CNotify_center *c, void *observer, const char *name, const v
         out("got %s -", name);
 }
 
+/* relay: each delivery of the relayed name posts another from inside the callback (loop thread). */
+static char relay_to[600];
+static void relay_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
+    (void)observer; (void)object; (void)info;
+    CNotify_post_info post;
+    int numbered = CNotify_center_current_post(c, &post) == NOTIFY_STATUS_OK && post.has_sequence;
+    uint32_t st = CNotify_center_post(c, relay_to);
+    out("relayed %s %llu status=%u", name, numbered ? (unsigned long long)post.sequence : 0ull, (unsigned)st);
+}
+
 static void print_stats(CNotify_center *c) {
     CNotify_fast_path_stats f;
     CNotify_fast_path_guards g;
@@ -61,6 +71,8 @@ static void print_stats(CNotify_center *c) {
 /* fp-peer: commands on stdin, one per line, each answered on stdout:
  *   observe NAME          -> "observing NAME"; then "got NAME SEQ" per delivery
  *   observe-ns NS         -> "observing-ns NS"; then "got NAME SEQ" per delivery of a name under NS
+ *   relay A B             -> "relaying A B"; then per delivery of A, B is posted inside the callback
+ *                            and "relayed A SEQ status=S" printed
  *   post NAME N           -> posts N times; "posted NAME N us=ELAPSED"
  *   alternate A B N K     -> posts A, B, A, B ... N pairs, the fast path off and on again every K
  *                            pairs; "alternated N"
@@ -83,6 +95,11 @@ int cmd_fp_peer(int argc, char **argv) {
             uint32_t st = CNotify_center_add_namespace_observer(c, c, peer_cb, a);
             if (st) return fail("add_namespace_observer", st);
             out("observing-ns %s", a);
+        } else if (sscanf(line, "relay %599s %599s", a, b) == 2) {
+            snprintf(relay_to, sizeof relay_to, "%s", b);
+            uint32_t st = CNotify_center_add_observer(c, c, relay_cb, a);
+            if (st) return fail("add_observer", st);
+            out("relaying %s %s", a, b);
         } else if (sscanf(line, "observe %599s", a) == 1) {
             uint32_t st = CNotify_center_add_observer(c, c, peer_cb, a);
             if (st) return fail("add_observer", st);

@@ -116,6 +116,40 @@ extension IntegrationSuites {
             _ = try observer.waitForExit()
         }
 
+        @Test("a post made inside a callback of a direct delivery has its held bus copy sent 10 ms later, with nothing else happening in that process (the loop's lean rounds, docs/DESIGN.md \"The loop\")")
+        func postFromDirectCallbackReachesTheBus() throws {
+            let busOnly = try peer(["DARWIN_NOTIFY_FAST_PATH": "0"]) // sees the bus copies alone
+            _ = try command(busOnly, "observe relay.b") { $0 == "observing relay.b" }
+            let observer = try peer()
+            _ = try command(observer, "observe relay.b") { $0 == "observing relay.b" }
+            let relay = try peer()
+            _ = try command(relay, "relay relay.a relay.b") { $0 == "relaying relay.a relay.b" }
+            let poster = try peer()
+            try connect(poster, "relay.a", peers: 1)
+            try relay.waitForLine(timeout: 30) { $0.hasPrefix("relayed relay.a 1 ") }
+            try repeatUntil("the relay to connect to its observer of relay.b", action: {}, done: { (try? stats(relay))?["peers"] ?? 0 >= 1 })
+            try busOnly.waitForLine(timeout: 30) { $0 == "got relay.b 1" }
+            // Direct only: the relay's process gets this post by its connection alone, and then
+            // nothing else comes to it, by the bus or otherwise.
+            // Once its observer is seen reading, the relay holds a post's bus copy (only the
+            // first posts on a connection go to the bus at once): one post at a time until then.
+            _ = try command(poster, "fast direct") { $0 == "fast direct" }
+            var held: UInt64 = 0
+            for seq in 2 ... 50 where held == 0 {
+                let skipped = try stats(relay)["bus_skipped"] ?? 0
+                _ = try command(poster, "post relay.a 1") { $0.hasPrefix("posted relay.a 1 ") }
+                try relay.waitForLine(timeout: 30) { $0.hasPrefix("relayed relay.a \(seq) status=0") }
+                try observer.waitForLine(timeout: 30) { $0 == "got relay.b \(seq)" }
+                if (try stats(relay))["bus_skipped"]! > skipped { held = UInt64(seq) }
+            }
+            let relayStats = try stats(relay)
+            #expect(held > 0, "the relay held no bus copy: \(relayStats)")
+            // Nothing else comes to the relay now; its held copy goes on the bus 10 ms later.
+            try busOnly.waitForLine(timeout: 10) { $0 == "got relay.b \(held)" }
+            #expect(received(busOnly, "relay.b").last == held && received(observer, "relay.b") == Array(1 ... held))
+            for child in [busOnly, observer, relay, poster] { child.closeStdin(); _ = try child.waitForExit() }
+        }
+
         @Test("per-poster order across the fast path and the bus: posts alternating between two names stay alternating while the fast path goes off and on every 50 pairs")
         func orderAcrossSwitches() throws {
             let observer = try peer()

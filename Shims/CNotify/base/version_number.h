@@ -3,5 +3,5 @@
  * tests compare `--version` with VERSION. Not passed from Package.swift: SwiftPM caches a
  * manifest's result by its text, so a manifest that read VERSION kept the old number after a bump. */
 #ifndef DARWIN_NOTIFY_VERSION
-#define DARWIN_NOTIFY_VERSION "0.11.2"
+#define DARWIN_NOTIFY_VERSION "0.11.3"
 #endif

@@ -3,6 +3,12 @@
  * transport) brings its own descriptors and deadlines each time round, and handles what became
  * ready; the loop knows nothing of what they are. Other threads wake it through an eventfd.
  *
+ * A round after one that only moved data is lean: it polls the same descriptors until the same
+ * deadline again, without asking the sources (docs/DESIGN.md "The loop"). So whatever would change
+ * what a source's prepare does must say so: another thread wakes the loop (cn_loop_wake); code on
+ * the loop thread calls cn_loop_wake (prepare again before sleeping) or cn_loop_unsettle (prepare
+ * in the next round); a source's handle returns nonzero.
+ *
  * Layer: above base/, below transport/. It reaches up only through the tables it is handed:
  * cn_loop_source (a transport's) and cn_loop_owner (the center's).
  */
@@ -22,8 +28,9 @@ typedef struct cn_loop_source {
      * then the descriptors it waits on into `fds` (at most `cap`), returning how many; it lowers
      * *timeout_ms to its next deadline (-1: none). */
     size_t (*prepare)(void *ctx, struct pollfd *fds, size_t cap, int *timeout_ms);
-    /* After the poll: the same descriptors with their revents. */
-    void (*handle)(void *ctx, const struct pollfd *fds, size_t n);
+    /* After the poll: the same descriptors with their revents. Returns 0 when it only moved data
+     * (its prepare would do and name the same as last time), nonzero otherwise. */
+    int (*handle)(void *ctx, const struct pollfd *fds, size_t n);
     /* The loop is ending: close what the source holds. */
     void (*stop)(void *ctx);
 } cn_loop_source;
@@ -46,6 +53,14 @@ typedef struct cn_loop {
     _Atomic int stopping;
     int wake_fd;                        /* eventfd: other threads wake the loop */
     _Atomic int wake_pending;           /* a wake is written and not yet drained: skip the syscall */
+    /* The loop thread's alone: the last prepared round, polled again by lean rounds. */
+    cn_loop_source polled[CN_LOOP_SOURCES_MAX];
+    size_t npolled, nfds;
+    size_t first[CN_LOOP_SOURCES_MAX + 1];
+    struct pollfd fds[1 + CN_LOOP_SOURCES_MAX * CN_LOOP_FDS_PER_SOURCE];
+    uint64_t deadline_ms;               /* of the last prepared round (cn_now_ms), UINT64_MAX: none */
+    int settled;                        /* the last round only moved data: the next may be lean */
+    int rewake, unsettled;              /* cn_loop_wake, cn_loop_unsettle on the loop thread this round */
 } cn_loop;
 
 /* For a source's prepare: the poll waits at most `ms` (negative: no bound of this source's). */
@@ -66,7 +81,13 @@ int cn_loop_add_source(cn_loop *l, const cn_loop_source *s);
 int cn_loop_start(cn_loop *l);
 int cn_loop_started(cn_loop *l);
 int cn_loop_on_thread(const cn_loop *l);
+/* The loop prepares every source before it sleeps again. From another thread it is woken; on the
+ * loop thread, in a source's prepare, its poll does not wait; in a handle, the next round
+ * prepares. */
 void cn_loop_wake(cn_loop *l);
+/* On the loop thread: the next round prepares every source (no lean round), without the poll of
+ * this round returning early. Elsewhere nothing (another thread's change wakes the loop). */
+void cn_loop_unsettle(cn_loop *l);
 /* Ends the loop. From any other thread: wakes and joins it, and returns 1 (the caller may free
  * the loop). From the loop thread itself: it ends after the current round and calls
  * owner.ended; returns 0. A loop never started returns 1. */

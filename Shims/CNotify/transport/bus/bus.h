@@ -116,7 +116,9 @@ void cn_watches_init(cn_bus *b);
 void cn_watches_free(cn_bus *b);
 int cn_watches_install(cn_bus *b, DBusConnection *conn);
 size_t cn_watches_prepare(cn_bus *b, struct pollfd *fds, size_t cap, int *timeout_ms);
-void cn_watches_handle(cn_bus *b, const struct pollfd *fds, size_t n);
+/* 0 when nothing happened that the next prepare must see: no descriptor ready, no timeout
+ * handled, no backlog left to a poster. */
+int cn_watches_handle(cn_bus *b, const struct pollfd *fds, size_t n);
 
 /* ---- bus_link.c: the connection and its identity; under link.lock ---- */
 typedef struct cn_bus_link {

@@ -56,7 +56,10 @@ void cn_gate_enter_exclusive(cn_bus *b) {
 void cn_gate_leave_exclusive(cn_bus *b) { cn_rwlock_unlock(&b->gate.rw); }
 
 void cn_gate_wake(cn_bus *b, int what) {
-    if (cn_loop_on_thread(b->loop)) return;
+    if (cn_loop_on_thread(b->loop)) { /* its next prepare looks (not this round's poll: as before) */
+        cn_loop_unsettle(b->loop);
+        return;
+    }
     if (tl_sending == b) { tl_deferred |= what; return; } /* decided at cn_gate_send_leave */
     cn_loop_wake(b->loop);
 }

@@ -71,9 +71,9 @@ static size_t source_prepare(void *ctx, struct pollfd *fds, size_t cap, int *tim
     return cn_watches_prepare(b, fds, cap, timeout_ms);
 }
 
-static void source_handle(void *ctx, const struct pollfd *fds, size_t n) {
+static int source_handle(void *ctx, const struct pollfd *fds, size_t n) {
     cn_bus *b = ctx;
-    if (b->loop_conn) cn_watches_handle(b, fds, n);
+    return b->loop_conn ? cn_watches_handle(b, fds, n) : 1; /* disconnected: the prepare reconnects */
 }
 
 static void source_stop(void *ctx) { drop_connection(ctx); }

@@ -41,6 +41,7 @@ static void remove_watch(DBusWatch *w, void *data) {
     for (size_t i = 0; i < ws->nwatches; i++)
         if (ws->watches[i] == w) { ws->watches[i] = ws->watches[--ws->nwatches]; break; }
     cn_mutex_unlock(&ws->lock);
+    cn_loop_unsettle(((cn_bus *)data)->loop); /* its descriptor is not polled again */
 }
 
 static void toggle_watch(DBusWatch *w, void *data) {
@@ -162,10 +163,11 @@ static unsigned watch_flags(short revents) {
     return flags;
 }
 
-/* The due timeouts, one at a time: a handler may add or remove others. */
-static void run_due_timeouts(cn_bus *b) {
+/* The due timeouts, one at a time: a handler may add or remove others. 1 when one was due. */
+static int run_due_timeouts(cn_bus *b) {
     cn_bus_watches *ws = &b->watches;
     uint64_t now = cn_now_ms();
+    int ran = 0;
     for (;;) {
         DBusTimeout *due = NULL;
         cn_gate_enter_exclusive(b);
@@ -179,15 +181,19 @@ static void run_due_timeouts(cn_bus *b) {
         if (due) dbus_timeout_handle(due);
         cn_gate_leave_exclusive(b);
         if (!due) break;
+        ran = 1;
     }
+    return ran;
 }
 
-void cn_watches_handle(cn_bus *b, const struct pollfd *fds, size_t n) {
+int cn_watches_handle(cn_bus *b, const struct pollfd *fds, size_t n) {
     cn_bus_watches *ws = &b->watches;
+    int changed = ws->grace; /* a backlog: each round looks at it again */
     if (ws->grace) cn_gate_take_backlog(b); /* then write what is left */
     int wrote = 0;
     for (size_t i = 0; i < n; i++) {
         if (!fds[i].revents) continue;
+        changed = 1; /* libdbus read or wrote: what it queued is dispatched by the prepare */
         /* Handling one watch, or a sender meanwhile, may have freed this one (disconnection):
          * check it is still registered, with the gate held so no sender frees it now. */
         cn_gate_enter_exclusive(b);
@@ -196,5 +202,6 @@ void cn_watches_handle(cn_bus *b, const struct pollfd *fds, size_t n) {
         wrote |= (fds[i].revents & POLLOUT) != 0;
     }
     if (wrote) cn_gate_room_made(b);
-    if (ws->next_timeout >= 0) run_due_timeouts(b); /* most rounds have none enabled: skip the gate */
+    if (ws->next_timeout >= 0 && run_due_timeouts(b)) changed = 1; /* most rounds have none enabled: skip the gate */
+    return changed;
 }

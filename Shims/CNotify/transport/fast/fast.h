@@ -80,7 +80,9 @@ typedef struct cn_fast cn_fast;
  * Each record it polls begins with a cn_fast_file: its channel's connection and its own callback,
  * as dbus-broker's DispatchFile. ---- */
 typedef struct cn_fast_file cn_fast_file;
-typedef void (*cn_fast_ready_fn)(cn_fast *f, cn_fast_file *file, uint32_t events);
+/* Returns 0 when it only read frames of a proved connection that stays as it was; nonzero when a
+ * connection came, went or changed its state (the loop's next round prepares: loop.h). */
+typedef int (*cn_fast_ready_fn)(cn_fast *f, cn_fast_file *file, uint32_t events);
 struct cn_fast_file {
     cn_channel *ch;                     /* NULL while not connected (or not listening) */
     cn_fast_ready_fn ready;             /* called with the epoll events when ch->fd is ready */
@@ -91,8 +93,9 @@ void cn_fast_rewatch(cn_fast *f, cn_fast_file *file, uint32_t events);
 void cn_fast_unwatch(cn_fast *f, cn_fast_file *file);
 /* Out of the poll set, closed, ch NULL (nothing when not connected). */
 void cn_fast_file_close(cn_fast *f, cn_fast_file *file);
-/* The ready files' callbacks, at most 64 (the loop comes back for more). */
-void cn_fast_dispatch(cn_fast *f);
+/* The ready files' callbacks, at most 64 (the loop comes back for more): nonzero when one of
+ * them returned nonzero. */
+int cn_fast_dispatch(cn_fast *f);
 
 /* ---- the observer's side: fast_announce, fast_posters, fast_endpoint, fast_accept (loop thread, but
  * the counts: endpoint.lock) ---- */
@@ -112,6 +115,7 @@ typedef struct cn_fast_endpoint {
     size_t unverified;                  /* connections not proved yet (CN_FAST_UNVERIFIED_MAX) */
     uint64_t next_deadline;             /* ms: the earliest an unverified connection runs out of time */
     uint64_t next_request;              /* credentials requests, numbered */
+    uint64_t closes;                    /* connections closed, ever: did a read end one (poster_ready) */
     /* fast_announce.c: */
     char **queries;                     /* who asked (Query) and awaits its answer */
     size_t nqueries, capqueries;
@@ -190,7 +194,7 @@ int cn_endpoint_before_bus(cn_fast *f, const cn_received_post *post);
 /* ---- fast_accept.c: accepting and proving connections, departures ---- */
 void cn_endpoint_prepare(cn_fast *f, int *timeout_ms);
 /* The listener's callback (cn_fast_file): accepts the connections waiting. */
-void cn_endpoint_accept_ready(cn_fast *f, cn_fast_file *listen, uint32_t events);
+int cn_endpoint_accept_ready(cn_fast *f, cn_fast_file *listen, uint32_t events);
 void cn_endpoint_sync(cn_fast *f, const char *sender, uint64_t token);
 /* The bus's answer to credentials request `request` (cn_bus_fast_ask_credentials). */
 void cn_endpoint_credentials(cn_fast *f, uint64_t request, int ok, pid_t pid, uid_t uid);

@@ -139,7 +139,7 @@ static int room_for(cn_fast *f, uid_t uid) {
            && unverified_of_uid < CN_FAST_UNVERIFIED_PER_UID && (uid == geteuid() || uid == 0 || of_uid < other_share);
 }
 
-static void poster_ready(cn_fast *f, cn_fast_file *io, uint32_t events);
+static int poster_ready(cn_fast *f, cn_fast_file *io, uint32_t events);
 
 /* A connection accepted: listed and polled, its HELLO awaited; 0, or -1 (not kept). */
 static int take_connection(cn_fast *f, cn_channel *ch, const cn_channel_peer *peer) {
@@ -168,16 +168,17 @@ static int take_connection(cn_fast *f, cn_channel *ch, const cn_channel_peer *pe
     return 0;
 }
 
-void cn_endpoint_accept_ready(cn_fast *f, cn_fast_file *listen, uint32_t events) {
+int cn_endpoint_accept_ready(cn_fast *f, cn_fast_file *listen, uint32_t events) {
     (void)events;
     for (int i = 0; i < 64; i++) {
         cn_channel_peer peer;
         cn_channel *ch = f->chan->accept(listen->ch, &peer);
-        if (!ch) return;
+        if (!ch) return 1;
         if (room_for(f, peer.uid) && take_connection(f, ch, &peer) == 0) continue;
         atomic_fetch_add(&f->unverified_closed, 1);
         f->chan->close(ch); /* past a cap: that poster's posts come by the bus */
     }
+    return 1;
 }
 
 /* Unverified connections past CN_FAST_PROOF_MS are closed; the next deadline into *timeout_ms. */
@@ -206,14 +207,21 @@ void cn_endpoint_prepare(cn_fast *f, int *timeout_ms) {
 }
 
 /* A poster's connection is ready: its HELLO, or its frames once proved. */
-static void poster_ready(cn_fast *f, cn_fast_file *io, uint32_t events) {
+static int poster_ready(cn_fast *f, cn_fast_file *io, uint32_t events) {
     cn_fast_poster *p = (cn_fast_poster *)io;
+    if (p->state == CN_P_READY && !(events & (EPOLLHUP | EPOLLERR))) { /* the usual call: frames */
+        uint64_t closes = f->endpoint.closes;
+        cn_endpoint_read(f, p, events);
+        /* Only posts (or a Sync already come): the connection is as it was. */
+        return f->endpoint.closes != closes || p->state != CN_P_READY;
+    }
     if (p->state != CN_P_HELLO) {
         cn_endpoint_read(f, p, events);
-        return;
+        return 1;
     }
     /* One frame: who it claims to be. */
     if (read_hello(f, p) == 0 && (events & (EPOLLHUP | EPOLLERR))) cn_poster_close(f, p);
+    return 1;
 }
 
 /* Its bus connection left: every bus message it sent has been handled, so every barrier of its

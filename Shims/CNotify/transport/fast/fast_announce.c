@@ -134,6 +134,7 @@ void cn_announce_prepare(cn_fast *f, int *timeout_ms) {
         if (!any) return;
         if (start_listening(f) != 0) { /* no fast path for this center yet: the bus has it all */
             atomic_store(&e->announce_due, 1); /* tried again at the next round */
+            cn_loop_unsettle(f->loop);          /* a prepared one */
             return;
         }
         due = 1;

@@ -29,13 +29,14 @@ void cn_fast_file_close(cn_fast *f, cn_fast_file *file) {
     file->ch = NULL;
 }
 
-void cn_fast_dispatch(cn_fast *f) {
+int cn_fast_dispatch(cn_fast *f) {
     struct epoll_event events[64];
-    int ready = epoll_wait(f->epoll_fd, events, 64, 0);
+    int ready = epoll_wait(f->epoll_fd, events, 64, 0), changed = ready < 0;
     for (int i = 0; i < ready; i++) {
         cn_fast_file *file = events[i].data.ptr;
         /* A callback closes or frees its own record only (each close takes its descriptor out
          * of the set): later events of this batch name records still alive. */
-        file->ready(f, file, events[i].events);
+        changed |= file->ready(f, file, events[i].events);
     }
+    return changed;
 }

@@ -94,7 +94,7 @@ static int copy_namespaces(const char *const *namespaces, size_t n, char ***out)
     return copy ? 0 : -1;
 }
 
-static void peer_ready(cn_fast *f, cn_fast_file *io, uint32_t events);
+static int peer_ready(cn_fast *f, cn_fast_file *io, uint32_t events);
 
 void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const unsigned char *bitmap,
                         const char *const *namespaces, size_t n) {
@@ -185,11 +185,12 @@ static size_t connections_locked(cn_fast_peers *p) {
 }
 
 /* A peer's connection is ready: an endpoint never writes, so that is its hang-up. */
-static void peer_ready(cn_fast *f, cn_fast_file *io, uint32_t events) {
+static int peer_ready(cn_fast *f, cn_fast_file *io, uint32_t events) {
     (void)events;
     cn_mutex_lock(&f->peers.lock);
     cn_peer_disconnect_locked(f, (cn_fast_peer *)io, cn_now_ms() + CN_FAST_RETRY_MS);
     cn_mutex_unlock(&f->peers.lock);
+    return 1;
 }
 
 /* Connects to the endpoint `token` of `unique`, checks who listens there and says HELLO; returns

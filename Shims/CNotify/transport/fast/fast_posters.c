@@ -34,6 +34,7 @@ int cn_poster_unverified(const cn_fast_poster *p) { return p->io.ch && p->state 
 
 void cn_poster_close_fd(cn_fast *f, cn_fast_poster *p) {
     if (!p->io.ch) return;
+    f->endpoint.closes++;
     if (cn_poster_unverified(p)) f->endpoint.unverified--;
     cn_fast_file_close(f, &p->io); /* out of the set whether polled or not: harmless */
     p->polled = 0;

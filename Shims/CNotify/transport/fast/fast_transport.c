@@ -18,6 +18,13 @@
 #include "fast.h"
 
 static cn_fast *fast_of(cn_transport *t) { return (cn_fast *)t; }
+/* An operation: on the loop thread it comes from a callback (or the loop's own work), and
+ * whatever it changed, the loop's next round prepares (loop.h). */
+static cn_fast *op(cn_transport *t) {
+    cn_fast *f = fast_of(t);
+    cn_loop_unsettle(f->loop);
+    return f;
+}
 
 /* ---- the bus's events, on their way up to the center ---- */
 
@@ -86,10 +93,11 @@ static size_t source_prepare(void *ctx, struct pollfd *fds, size_t cap, int *tim
     return 1;
 }
 
-static void source_handle(void *ctx, const struct pollfd *fds, size_t n) {
+static int source_handle(void *ctx, const struct pollfd *fds, size_t n) {
     cn_fast *f = ctx;
-    if (n == 0 || !(fds[0].revents & POLLIN)) return;
-    cn_fast_dispatch(f);
+    if (n == 0 || !fds[0].revents) return 0;
+    if (!(fds[0].revents & POLLIN)) return 1;
+    return cn_fast_dispatch(f);
 }
 
 static void source_stop(void *ctx) {
@@ -101,7 +109,7 @@ static void source_stop(void *ctx) {
 /* ---- the operations ---- */
 
 static uint32_t fast_start(cn_transport *t) {
-    cn_fast *f = fast_of(t);
+    cn_fast *f = op(t);
     uint32_t st = f->bus->ops->start(f->bus);
     if (st == NOTIFY_STATUS_OK && !atomic_exchange(&f->source_added, 1)) {
         cn_loop_source source = { f, source_prepare, source_handle, source_stop };
@@ -112,7 +120,7 @@ static uint32_t fast_start(cn_transport *t) {
 }
 static uint64_t fast_generation(cn_transport *t) { return fast_of(t)->bus->ops->generation(fast_of(t)->bus); }
 static uint32_t fast_ready(cn_transport *t) {
-    cn_fast *f = fast_of(t);
+    cn_fast *f = op(t);
     /* An observer that reads slower than we post: the post waits for its room (bounded, no lock
      * held), in either mode. Direct only, one that missed a copy has no bus copy to fall back on;
      * by default the bus copy covers it, but the barrier that must follow (a Sync, by the bus)
@@ -122,7 +130,7 @@ static uint32_t fast_ready(cn_transport *t) {
 }
 
 static uint32_t fast_send(cn_transport *t, const cn_outgoing_post *post) {
-    cn_fast *f = fast_of(t);
+    cn_fast *f = op(t);
     /* The direct copies first (they are what the observers of this host wait for), then the bus
      * copy, for whoever the fast path does not reach: foreign clients, observers not connected
      * yet, and any connected one that misses its direct copy. Each path keeps this poster's order
@@ -133,7 +141,7 @@ static uint32_t fast_send(cn_transport *t, const cn_outgoing_post *post) {
     return cn_peers_post(f, post, mode == CNOTIFY_FAST_PATH_DIRECT);
 }
 static uint32_t fast_send_distributed(cn_transport *t, const cn_outgoing_distributed *post) {
-    return fast_of(t)->bus->ops->send_distributed(fast_of(t)->bus, post);
+    return op(t)->bus->ops->send_distributed(fast_of(t)->bus, post);
 }
 /* The held bus copies first (a process that exits flushes: its last posts reach foreign clients). */
 static void send_held(cn_fast *f) {
@@ -143,26 +151,26 @@ static void send_held(cn_fast *f) {
     cn_mutex_unlock(&f->peers.lock);
 }
 static uint32_t fast_flush(cn_transport *t, int timeout_ms) {
-    cn_fast *f = fast_of(t);
+    cn_fast *f = op(t);
     send_held(f);
     return f->bus->ops->flush(f->bus, timeout_ms);
 }
 
 static cn_rule_request *fast_subscribe_begin(cn_transport *t, const char *key, cn_key_kind kind, uint64_t gen) {
-    cn_fast *f = fast_of(t);
+    cn_fast *f = op(t);
     cn_endpoint_subscribed(f, key, kind, +1);
     return f->bus->ops->subscribe_begin(f->bus, key, kind, gen);
 }
 static uint32_t fast_subscribe_finish(cn_transport *t, cn_rule_request *r, const char *key) {
-    return fast_of(t)->bus->ops->subscribe_finish(fast_of(t)->bus, r, key);
+    return op(t)->bus->ops->subscribe_finish(fast_of(t)->bus, r, key);
 }
 static void fast_subscribe_now(cn_transport *t, const char *key, cn_key_kind kind, uint64_t gen) {
-    cn_fast *f = fast_of(t);
+    cn_fast *f = op(t);
     cn_endpoint_subscribed(f, key, kind, +1);
     f->bus->ops->subscribe_now(f->bus, key, kind, gen);
 }
 static void fast_unsubscribe(cn_transport *t, const char *key, cn_key_kind kind, uint64_t gen) {
-    cn_fast *f = fast_of(t);
+    cn_fast *f = op(t);
     cn_endpoint_subscribed(f, key, kind, -1);
     f->bus->ops->unsubscribe(f->bus, key, kind, gen);
 }
