@@ -86,6 +86,8 @@ typedef int (*cn_fast_ready_fn)(cn_fast *f, cn_fast_file *file, uint32_t events)
 struct cn_fast_file {
     cn_channel *ch;                     /* NULL while not connected (or not listening) */
     cn_fast_ready_fn ready;             /* called with the epoll events when ch->fd is ready */
+    uint32_t events;                    /* what it is watched for (cn_fast_watch, _rewatch) */
+    int direct;                         /* polled by the loop itself, out of the epoll set (cn_fast_direct) */
 };
 /* Polls file->ch->fd for `events` (EPOLLIN, or 0 for hang-ups only): 0, or -1. */
 int cn_fast_watch(cn_fast *f, cn_fast_file *file, uint32_t events);
@@ -96,6 +98,20 @@ void cn_fast_file_close(cn_fast *f, cn_fast_file *file);
 /* The ready files' callbacks, at most 64 (the loop comes back for more): nonzero when one of
  * them returned nonzero. */
 int cn_fast_dispatch(cn_fast *f);
+/* A few files watched for EPOLLIN alone, closed only by the loop thread (a poster's proved
+ * connection), are polled by the loop itself rather than through the epoll descriptor: a post's
+ * wake-up is then one poll, not a poll and an epoll_wait, and the kernel wakes the loop from the
+ * socket, not through the epoll set (docs/DESIGN.md "The loop"). cn_fast_direct moves `file` out
+ * of the epoll set into the loop's (1, or 0: no room or not watched for EPOLLIN alone); its
+ * rewatch, unwatch or close moves it back or out. Loop thread. */
+#define CN_FAST_DIRECT_MAX 8
+int cn_fast_direct(cn_fast *f, cn_fast_file *file);
+/* The prepare: the epoll descriptor and every direct file, into fds (at most cap): how many. */
+size_t cn_fast_files_prepare(cn_fast *f, struct pollfd *fds, size_t cap);
+/* The handle: the direct files' callbacks, then the epoll set's; nonzero when one of them returned
+ * nonzero, or when the direct files changed since the prepare (a close, a rewatch: the next round
+ * prepares again, and whatever was ready is still ready then). */
+int cn_fast_files_handle(cn_fast *f, const struct pollfd *fds, size_t n);
 
 /* ---- the observer's side: fast_announce, fast_posters, fast_endpoint, fast_accept (loop thread, but
  * the counts: endpoint.lock) ---- */
@@ -149,7 +165,7 @@ struct held_frames;
 struct cn_fast_poster {
     cn_fast_file io;                    /* first: the polled connection; ch NULL once closed */
     int state;
-    int polled;                         /* in the epoll set (out of it after a hang-up while not reading) */
+    int polled;                         /* in the epoll set or direct (out of both after a hang-up while not reading) */
     int departed;                       /* its bus connection left: every barrier has passed */
     pid_t pid;                          /* SO_PEERCRED: the kernel's word */
     uid_t uid;
@@ -168,6 +184,8 @@ void cn_endpoint_init(cn_fast_endpoint *e);
 void cn_endpoint_free(cn_fast *f);
 int cn_poster_list(cn_fast_endpoint *e, cn_fast_poster *p);
 int cn_poster_unverified(const cn_fast_poster *p);  /* connected, not proved yet */
+/* Proved connections being read move to the loop's own poll set while it has room (cn_fast_direct). */
+void cn_endpoint_offer_direct(cn_fast *f);
 void cn_poster_close_fd(cn_fast *f, cn_fast_poster *p);
 void cn_poster_drop(cn_fast *f, cn_fast_poster *p); /* unlisted (and its record gone) and freed */
 /* A connection ends: the record stays while it is the bus connection's, else it goes. */
@@ -291,7 +309,13 @@ struct cn_fast {
     cn_bus *bus_impl;                   /* the same, for bus.h's functions */
     cn_transport_events up;             /* the center's */
     cn_loop *loop;
-    int epoll_fd;                       /* every descriptor of the fast path: one for the loop */
+    int epoll_fd;                       /* every descriptor of the fast path but the direct ones */
+    cn_fast_file *direct[CN_FAST_DIRECT_MAX]; /* fast_files.c: polled by the loop itself (loop thread) */
+    size_t ndirect;
+    cn_fast_file *direct_polled[CN_FAST_DIRECT_MAX]; /* the last prepare's, in its order */
+    size_t ndirect_polled;
+    uint64_t direct_changes, direct_prepared; /* a file left `direct`, ever; and as of the last prepare */
+    int direct_wanted;                  /* a file may be moved to `direct` (cn_endpoint_offer_direct) */
     const cn_channel_ops *chan;         /* the channel its connections are made on (cn_channels[0]) */
     _Atomic int source_added;
     _Atomic int enabled;                /* CNOTIFY_FAST_PATH_OFF, _ON or _DIRECT */

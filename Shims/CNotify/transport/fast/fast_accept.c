@@ -50,6 +50,7 @@ static void adopt(cn_fast *f, cn_fast_poster *p, cn_fast_poster *r) {
     f->endpoint.unverified--;
     r->io.ch = p->io.ch;
     r->io.ready = p->io.ready;
+    r->io.events = p->io.events; /* never direct: not proved until now */
     r->polled = p->polled;
     r->pid = p->pid;
     r->uid = p->uid;

@@ -1,24 +1,52 @@
 /*
  * fast_files.c: the fast path's poll set: one epoll descriptor, polled as one source of the
- * center's loop, holding the listener and every connection of either side. Each polled record
- * begins with a cn_fast_file, which names its channel's connection and its own callback (as
- * dbus-broker's DispatchFile): the dispatch knows no kind of record. Loop thread, but for
- * cn_fast_file_close, which a posting thread calls with peers.lock held.
+ * center's loop, holding the listener and every connection of either side, but for a few proved
+ * connections polled by the loop itself (direct). Each polled record begins with a cn_fast_file,
+ * which names its channel's connection and its own callback (as dbus-broker's DispatchFile): the
+ * dispatch knows no kind of record. Loop thread, but for cn_fast_watch and cn_fast_file_close
+ * of a poster's connections to its observers, which a posting thread calls with peers.lock held
+ * (those are never direct, and touch no field of cn_fast here).
  */
+#include <string.h>
 #include <sys/epoll.h>
 #include "fast.h"
 
+/* Out of the direct files (loop thread): the prepared poll set no longer says what is polled. */
+static void undirect(cn_fast *f, cn_fast_file *file) {
+    file->direct = 0;
+    for (size_t i = 0; i < f->ndirect; i++)
+        if (f->direct[i] == file) {
+            f->direct[i] = f->direct[--f->ndirect];
+            break;
+        }
+    f->direct_changes++;
+    f->direct_wanted = 1;
+}
+
 int cn_fast_watch(cn_fast *f, cn_fast_file *file, uint32_t events) {
+    file->events = events;
+    file->direct = 0;
     struct epoll_event ev = { .events = events, .data.ptr = file };
     return epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, file->ch->fd, &ev) == 0 ? 0 : -1;
 }
 
 void cn_fast_rewatch(cn_fast *f, cn_fast_file *file, uint32_t events) {
+    if (file->direct && events == EPOLLIN) return; /* read as it is */
+    file->events = events;
     struct epoll_event ev = { .events = events, .data.ptr = file };
-    epoll_ctl(f->epoll_fd, EPOLL_CTL_MOD, file->ch->fd, &ev);
+    if (file->direct) { /* back into the epoll set */
+        undirect(f, file);
+        epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, file->ch->fd, &ev);
+    } else {
+        epoll_ctl(f->epoll_fd, EPOLL_CTL_MOD, file->ch->fd, &ev);
+    }
+    if (events == EPOLLIN) f->direct_wanted = 1;
 }
 
-void cn_fast_unwatch(cn_fast *f, cn_fast_file *file) { epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, file->ch->fd, NULL); }
+void cn_fast_unwatch(cn_fast *f, cn_fast_file *file) {
+    if (file->direct) undirect(f, file);
+    else epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, file->ch->fd, NULL);
+}
 
 void cn_fast_file_close(cn_fast *f, cn_fast_file *file) {
     if (!file->ch) return;
@@ -27,6 +55,14 @@ void cn_fast_file_close(cn_fast *f, cn_fast_file *file) {
     cn_fast_unwatch(f, file);
     f->chan->close(file->ch);
     file->ch = NULL;
+}
+
+int cn_fast_direct(cn_fast *f, cn_fast_file *file) {
+    if (file->direct || !file->ch || file->events != EPOLLIN || f->ndirect == CN_FAST_DIRECT_MAX) return 0;
+    if (epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, file->ch->fd, NULL) != 0) return 0;
+    file->direct = 1;
+    f->direct[f->ndirect++] = file;
+    return 1;
 }
 
 int cn_fast_dispatch(cn_fast *f) {
@@ -39,4 +75,36 @@ int cn_fast_dispatch(cn_fast *f) {
         changed |= file->ready(f, file, events[i].events);
     }
     return changed;
+}
+
+size_t cn_fast_files_prepare(cn_fast *f, struct pollfd *fds, size_t cap) {
+    if (cap == 0) return 0;
+    fds[0] = (struct pollfd){ .fd = f->epoll_fd, .events = POLLIN };
+    size_t n = 1;
+    f->ndirect_polled = 0;
+    for (size_t i = 0; i < f->ndirect && n < cap; i++) {
+        fds[n++] = (struct pollfd){ .fd = f->direct[i]->ch->fd, .events = POLLIN };
+        f->direct_polled[f->ndirect_polled++] = f->direct[i];
+    }
+    f->direct_prepared = f->direct_changes;
+    return n;
+}
+
+int cn_fast_files_handle(cn_fast *f, const struct pollfd *fds, size_t n) {
+    if (n == 0) return 0;
+    int changed = 0;
+    /* The direct files first: one a callback closes here is out of the epoll set's answer below.
+     * Their records are alive while no file left them since the prepare (a close is a leaving);
+     * once one has, the rest wait for the next, prepared, round (poll is level-triggered). */
+    for (size_t i = 1; i < n && i - 1 < f->ndirect_polled; i++) {
+        if (!fds[i].revents) continue;
+        if (f->direct_changes != f->direct_prepared || (fds[i].revents & POLLNVAL)) return 1;
+        cn_fast_file *file = f->direct_polled[i - 1];
+        /* poll's POLLIN, POLLERR and POLLHUP are epoll's EPOLLIN, EPOLLERR and EPOLLHUP */
+        changed |= file->ready(f, file, (uint32_t)(fds[i].revents & (POLLIN | POLLERR | POLLHUP)));
+    }
+    if (f->direct_changes != f->direct_prepared) changed = 1;
+    if (!fds[0].revents) return changed;
+    if (!(fds[0].revents & POLLIN)) return 1;
+    return changed | cn_fast_dispatch(f);
 }

@@ -106,6 +106,16 @@ int cn_poster_sync_pass(cn_fast_poster *r, uint64_t token) {
     return 0;
 }
 
+void cn_endpoint_offer_direct(cn_fast *f) {
+    if (!f->direct_wanted) return;
+    f->direct_wanted = 0;
+    cn_fast_endpoint *e = &f->endpoint;
+    for (size_t i = 0; i < e->nposters && f->ndirect < CN_FAST_DIRECT_MAX; i++) {
+        cn_fast_poster *p = e->posters[i];
+        if (p->state == CN_P_READY && p->polled && p->io.ch) cn_fast_direct(f, &p->io);
+    }
+}
+
 void cn_poster_set_reading(cn_fast *f, cn_fast_poster *p, int reading) {
     /* Not reading: frames wait in the socket (the kernel bounds them); hang-ups still come. */
     if (!p->polled) return;

@@ -88,16 +88,12 @@ static size_t source_prepare(void *ctx, struct pollfd *fds, size_t cap, int *tim
     cn_endpoint_prepare(f, timeout_ms);
     cn_peers_prepare(f, timeout_ms);
     cn_coalesce_prepare(f, timeout_ms);
-    if (cap == 0) return 0;
-    fds[0] = (struct pollfd){ .fd = f->epoll_fd, .events = POLLIN };
-    return 1;
+    cn_endpoint_offer_direct(f);
+    return cn_fast_files_prepare(f, fds, cap);
 }
 
 static int source_handle(void *ctx, const struct pollfd *fds, size_t n) {
-    cn_fast *f = ctx;
-    if (n == 0 || !fds[0].revents) return 0;
-    if (!(fds[0].revents & POLLIN)) return 1;
-    return cn_fast_dispatch(f);
+    return cn_fast_files_handle(ctx, fds, n);
 }
 
 static void source_stop(void *ctx) {
