@@ -130,12 +130,12 @@ int main(void) {
 
     /* A deadline named by the last prepare holds in the lean rounds after it. */
     pthread_mutex_lock(&mu);
-    deadline_at = cn_now_ms() + 200;
+    deadline_at = cn_now_ms() + 1000;
     pthread_mutex_unlock(&mu);
     int pdl = command('c'); /* a prepared round next: it names the deadline */
-    int pl1 = command('d'); /* prepared (after 'c') */
-    int pl2 = command('d'); /* lean, the deadline still ahead (200 ms) unless this machine stalled */
-    CHECK(pl1 == pdl + 1, "the deadline's round prepared: %d, %d", pdl, pl1);
+    int pl1 = command('d'); /* prepared (after 'c'), and once more if this machine stalled past the deadline */
+    int pl2 = command('d'); /* lean, the deadline still ahead unless this machine stalled */
+    CHECK(pl1 > pdl, "the deadline's round prepared: %d, %d", pdl, pl1);
     CHECK(await_at_least(&deadline_seen, 1), "the deadline came in a lean round's wait (%d, %d)", pl1, pl2);
 
     CHECK(cn_loop_stop(&loop) == 1, "stopped from another thread");
