@@ -77,6 +77,9 @@ int cn_fast_dispatch(cn_fast *f) {
     return changed;
 }
 
+/* A direct file is out of the epoll set: one the loop had no room to poll would never be read. */
+_Static_assert(1 + CN_FAST_DIRECT_MAX <= CN_LOOP_FDS_PER_SOURCE, "the loop polls every direct file");
+
 size_t cn_fast_files_prepare(cn_fast *f, struct pollfd *fds, size_t cap) {
     if (cap == 0) return 0;
     fds[0] = (struct pollfd){ .fd = f->epoll_fd, .events = POLLIN };
