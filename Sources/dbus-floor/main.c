@@ -17,11 +17,18 @@
  *       the least any socket transport can do
  *
  * And the fan-out with nothing of D-Bus or of ours (issue 36), for the fanout suite's reference row:
- *   bare-fanout N M GAP_MS
+ *   bare-fanout N M GAP_MS [write | loop]
  *       N child processes, each blocked in recv on its own SOCK_SEQPACKET pair; M times, GAP_MS
  *       apart, one byte to each; a child stamps CLOCK_MONOTONIC into shared memory as it gets it.
  *       Prints, per post, the ns until the last child had it ("lost" for one a child missed).
+ *       With `write`, each child also reports each arrival as the observers of the floor and of
+ *       ours do (stamp, bench-stamp): the time formatted as a line and written to a pipe, which is
+ *       read only after the last post. With `loop`, each child waits and reads in the shape of an
+ *       event loop (ours, libdbus's main loops, GLib's) and writes its line too: a poll over four
+ *       descriptors (an eventfd, an idle socket, an epoll set and its socket), then recvmmsg of up
+ *       to 32 frames with MSG_DONTWAIT. No library code: what that shape costs by itself.
  */
+#define _GNU_SOURCE /* pipe2, F_SETPIPE_SZ */
 #include <dbus/dbus.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,8 +36,11 @@
 #include <string.h>
 #include <time.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/eventfd.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <sys/socket.h>
@@ -267,41 +277,103 @@ static int uds_main(int argc, char **argv) {
     return 0;
 }
 
+/* bare-fanout's `loop`: the descriptors an event loop polls besides the connection (a wake
+ * eventfd, a second connection, an epoll set), all idle; 0 when made. */
+static int loop_shape(int fd, struct pollfd out[4]) {
+    int other[2];
+    int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), set = epoll_create1(EPOLL_CLOEXEC);
+    if (wake < 0 || set < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, other) != 0) return -1;
+    int fds[4] = { wake, other[0], set, fd };
+    for (int i = 0; i < 4; i++) out[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+    return 0;
+}
+
+/* One round of that loop: the poll, then every frame there is (at most 32): how many came, 0 at
+ * the end. */
+static int loop_receive(struct pollfd fds[4]) {
+    static unsigned char frames[32][540];
+    struct iovec iov[32];
+    struct mmsghdr msgs[32];
+    for (;;) {
+        if (poll(fds, 4, -1) < 0 && errno != EINTR) return 0;
+        if (!fds[3].revents) continue; /* an error or a hang-up is read too: recvmmsg says which */
+        for (int i = 0; i < 32; i++) {
+            iov[i] = (struct iovec){ frames[i], sizeof frames[i] };
+            msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
+        }
+        int got = recvmmsg(fds[3].fd, msgs, 32, MSG_DONTWAIT | MSG_TRUNC, NULL);
+        if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        return got > 0 && msgs[0].msg_len > 0 ? got : 0;
+    }
+}
+
 /* bare-fanout N M GAP_MS (above). Each child says it is ready with a byte on its pair (a
  * handshake, no sleep); each exits when its pair closes, and is waited for. */
 static int bare_fanout(int argc, char **argv) {
-    if (argc < 5) {
-        fprintf(stderr, "usage: dbus-floor bare-fanout N M GAP_MS\n");
+    int looping = argc == 6 && strcmp(argv[5], "loop") == 0;
+    int writing = looping || (argc == 6 && strcmp(argv[5], "write") == 0);
+    if (argc < 5 || argc > 6 || (argc == 6 && !writing)) {
+        fprintf(stderr, "usage: dbus-floor bare-fanout N M GAP_MS [write | loop]\n");
         return 64;
     }
     long n = atol(argv[2]), m = atol(argv[3]), gap = atol(argv[4]);
     if (n < 1 || n > 1000 || m < 1 || m > 10000 || gap < 0 || gap > 10000) {
-        fprintf(stderr, "usage: dbus-floor bare-fanout N (1-1000) M (1-10000) GAP_MS (0-10000)\n");
+        fprintf(stderr, "usage: dbus-floor bare-fanout N (1-1000) M (1-10000) GAP_MS (0-10000) [write | loop]\n");
         return 64;
     }
     size_t bytes = (size_t)n * (size_t)m * sizeof(uint64_t);
     uint64_t *stamps = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    int *fds = calloc((size_t)n, sizeof *fds);
+    int *fds = calloc((size_t)n, sizeof *fds), *readers = calloc((size_t)n, sizeof *readers);
     pid_t *kids = calloc((size_t)n, sizeof *kids);
-    if (stamps == MAP_FAILED || !fds || !kids) return 1;
+    if (stamps == MAP_FAILED || !fds || !readers || !kids) return 1;
     long started = 0;
     int failed = 0;
     for (; started < n; started++) {
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) { failed = 1; break; }
+        /* `write`: the child's lines, never read while posting (one per post, at most 21 bytes
+         * each: room made for all of them, so no write ever waits). */
+        int lines[2] = { -1, -1 };
+        if (writing && (pipe2(lines, O_CLOEXEC) != 0 || fcntl(lines[1], F_SETPIPE_SZ, (int)(m * 24 + 4096)) < 0)) {
+            close(sv[0]); close(sv[1]);
+            if (lines[0] >= 0) { close(lines[0]); close(lines[1]); }
+            failed = 1;
+            break;
+        }
         pid_t pid = fork();
-        if (pid < 0) { close(sv[0]); close(sv[1]); failed = 1; break; }
+        if (pid < 0) {
+            close(sv[0]); close(sv[1]);
+            if (writing) { close(lines[0]); close(lines[1]); }
+            failed = 1;
+            break;
+        }
         if (pid == 0) {
-            for (long k = 0; k < started; k++) close(fds[k]);
+            for (long k = 0; k < started; k++) {
+                close(fds[k]);
+                if (writing) close(readers[k]);
+            }
             close(sv[0]);
+            if (writing) close(lines[0]);
             char b = 'r';
+            struct pollfd shape[4];
+            if (looping && loop_shape(sv[1], shape) != 0) _exit(1);
             if (send(sv[1], &b, 1, 0) != 1) _exit(1);
-            for (long post = 0; post < m; post++) {
-                if (recv(sv[1], &b, 1, 0) != 1) _exit(0);
-                stamps[post * n + started] = now_ns();
+            for (long post = 0; post < m;) {
+                int got = looping ? loop_receive(shape) : recv(sv[1], &b, 1, 0) == 1;
+                if (got <= 0) _exit(0);
+                uint64_t t = now_ns();
+                for (int k = 0; k < got && post < m; k++, post++) { /* each post a line, as an observer's callback */
+                    if (writing) {
+                        char line[32];
+                        int len = snprintf(line, sizeof line, "%llu\n", (unsigned long long)t);
+                        if (write(lines[1], line, (size_t)len) != len) _exit(1);
+                    }
+                    stamps[post * n + started] = t;
+                }
             }
             _exit(0);
         }
+        if (writing) { close(lines[1]); readers[started] = lines[0]; }
         close(sv[1]);
         fds[started] = sv[0];
         kids[started] = pid;
@@ -320,6 +392,7 @@ static int bare_fanout(int argc, char **argv) {
     }
     for (long k = 0; k < started; k++) close(fds[k]);
     for (long k = 0; k < started; k++) waitpid(kids[k], NULL, 0);
+    for (long k = 0; writing && k < started; k++) close(readers[k]); /* the lines: their cost was the point */
     if (failed || !sent) {
         fprintf(stderr, "dbus-floor: bare-fanout: %s\n", strerror(errno));
         return 1;

@@ -154,7 +154,7 @@ func throughputSuite(_ options: Options) throws -> [Metric] {
 
 /// `fanout`: one poster, 100 observer processes; per post, the time until the last observer has
 /// it (CLOCK_MONOTONIC is shared by all processes). Ours against the floor, in the same run, and
-/// a plain Unix socket per process beside them.
+/// a plain Unix socket per process beside them, bare and reporting each arrival as the others do.
 func fanoutSuite(_ options: Options) throws -> [Metric] {
     let bus = try PrivateBus()
     defer { bus.stop() }
@@ -180,8 +180,12 @@ func fanoutSuite(_ options: Options) throws -> [Metric] {
     // Alternating rounds, so that a slow spell of this machine falls on both alike.
     /// The same fan-out with no bus and no code of ours: a process blocked in `recv` per observer
     /// (dbus-floor bare-fanout), what the target is measured against besides the floor.
-    func bare() throws -> [Double] {
-        let lines = try Child("dbus-floor", ["bare-fanout", "\(observers)", "\(posts)", "50"], environment: env).readToEnd()
+    /// `write`: each process also writes each arrival to a pipe as a line, as the observers of
+    /// the floor and of ours do; `loop`: and waits and reads in an event loop's shape, a poll over
+    /// four descriptors and a recvmmsg (dbus-floor's usage). What is left is the library.
+    func bare(_ variant: String? = nil) throws -> [Double] {
+        let lines = try Child("dbus-floor", ["bare-fanout", "\(observers)", "\(posts)", "50"] + (variant.map { [$0] } ?? []),
+                              environment: env).readToEnd()
             .split(separator: "\n")
         guard lines.count == posts, lines.allSatisfy({ UInt64($0) != nil }) else {
             throw BenchError("bare-fanout: \(lines.count) of \(posts) posts reached every process")
@@ -189,17 +193,24 @@ func fanoutSuite(_ options: Options) throws -> [Metric] {
         return lines.map { Double(UInt64($0)!) / 1000 }
     }
     var floor: [Double] = [], ours: [Double] = [], socket: [Double] = [], ratios: [Double] = [], socketRatios: [Double] = []
+    var written: [Double] = [], writtenRatios: [Double] = [], looped: [Double] = [], loopedRatios: [Double] = []
     func median(_ v: [Double]) -> Double { let s = v.sorted(); return s[s.count / 2] }
     func spread(_ v: [Double]) -> String { v.map { String(format: "%.2f", $0) }.joined(separator: ", ") }
     for _ in 0..<options.rounds {
         let f = try run(tool: "dbus-floor", stamp: ["stamp", name], poster: ["fanout-post", name, "\(posts)", "50"])
         let o = try run(tool: "cnotify-probe", stamp: ["bench-stamp", name], poster: ["bench-fanout-post", name, "\(posts)", "50"])
         let s = try bare()
+        let w = try bare("write")
+        let l = try bare("loop")
         floor += f
         ours += o
         socket += s
+        written += w
+        looped += l
         ratios.append(median(o) / median(f))
         socketRatios.append(median(s) / median(f))
+        writtenRatios.append(median(w) / median(f))
+        loopedRatios.append(median(l) / median(f))
     }
     return [
         Metric(label: "floor: 1 → 100 processes, median of \(floor.count)", value: median(floor), unit: "µs", reference: nil, goal: .none),
@@ -207,5 +218,9 @@ func fanoutSuite(_ options: Options) throws -> [Metric] {
                goal: .atMost(0.50), note: "rounds: \(spread(ratios))"),
         Metric(label: "plain socket 1 → 100, median of \(socket.count)", value: median(socket), unit: "µs",
                reference: median(floor), goal: .none, note: "rounds: \(spread(socketRatios))"),
+        Metric(label: "plain socket, each arrival written as above, median of \(written.count)", value: median(written), unit: "µs",
+               reference: median(floor), goal: .none, note: "rounds: \(spread(writtenRatios)); a line to a pipe per arrival, as the two above"),
+        Metric(label: "plain socket, written, in an event loop's shape, median of \(looped.count)", value: median(looped), unit: "µs",
+               reference: median(floor), goal: .none, note: "rounds: \(spread(loopedRatios)); poll over 4 descriptors, recvmmsg: no library code"),
     ]
 }

@@ -199,6 +199,22 @@ static void hang_ups(void) {
         CHECK(got.count == 0 && got.closed, "%s: a read after the hang-up was not closed", ch->name);
     }
     close_pair(&p);
+    pair r = { 0 };
+    CHECK(open_pair(&r) == 0, "%s: no connection made", ch->name);
+    if (r.observer) { /* more frames than a read's first look takes, then the hang-up: one read has them all */
+        unsigned char frame[CN_FAST_FRAME_MAX];
+        for (unsigned i = 0; i < 6; i++) CHECK(ch->send(r.poster, frame, frame_of(i, frame)) == 1, "%s: send %u refused", ch->name, i);
+        ch->close(r.poster);
+        r.poster = NULL;
+        static cn_channel_frames got;
+        CHECK(readable(r.observer, 2000), "%s: nothing to read after 6 frames and a hang-up", ch->name);
+        ch->read(r.observer, CN_CHANNEL_BATCH, &got);
+        CHECK(got.count == 6 && got.closed, "%s: one read of 6 frames and a hang-up gave %u frames, closed %d", ch->name,
+              got.count, got.closed);
+        for (unsigned i = 0; i < got.count; i++)
+            CHECK(got.len[i] == frame_of(i, frame), "%s: frame %u read with length %u", ch->name, i, got.len[i]);
+    }
+    close_pair(&r);
     pair q = { 0 };
     CHECK(open_pair(&q) == 0, "%s: no connection made", ch->name);
     if (q.observer) { /* the reader goes: its poster sees it (readable) and its sends fail */
