@@ -58,6 +58,12 @@ extension IntegrationSuites {
             try watcher.waitForLine(timeout: 30) { $0.hasPrefix("copies=") }
             #expect(watcher.lines.contains { $0.hasSuffix(" stands_for=501 lost=0") }, "\(watcher.lines)")
             try repeatUntil("dbus-monitor to show the last post", action: {}, done: { dbusMonitor.stdout.contains("uint64 501\n") })
+            // dbus-monitor writes each line of a message by itself: when the last copy's number
+            // shows, its origin and its count may not have. A post after it, once shown, means that
+            // copy was printed whole (a monitor gets messages in order). Without this, a run where
+            // the last copy stood for 356 posts counted it as 1 ("146 copies standing for 146").
+            try repeatUntil("dbus-monitor to print the last copy whole", action: { try notifyutilPost(["fp.dbus.after"], bus: bus) },
+                            done: { dbusMonitor.stdout.contains("string \"fp.dbus.after\"") })
             // Each Post of fp.a as dbus-monitor prints it: its arguments, one per line.
             let signals = dbusMonitor.stdout.components(separatedBy: "signal time=").filter { $0.contains("string \"fp.a\"") }
             let counted = signals.map { body -> Int in

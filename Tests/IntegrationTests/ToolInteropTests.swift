@@ -38,8 +38,9 @@ extension IntegrationSuites {
         func notifyutilToDbusMonitor() throws {
             let monitor = try ChildProcess("/usr/bin/dbus-monitor", ["--address", bus.address,
                                                                      "type='signal',path='/org/darwinnotify'"])
+            // Its name and its number: dbus-monitor writes each line of a message by itself.
             try repeatUntil("dbus-monitor to show the post", action: { try notifyutilPost(["seen.by.monitor"], bus: bus) },
-                            done: { monitor.stdout.contains("string \"seen.by.monitor\"") })
+                            done: { monitor.stdout.contains("string \"seen.by.monitor\"\n   uint64 ") })
             let out = monitor.stdout
             // Our posters use the name's bucket interface (docs/PROTOCOL.md).
             #expect(out.contains("path=/org/darwinnotify; interface=\(bucketInterface("seen.by.monitor")); member=Post"), "\(out)")
