@@ -17,7 +17,7 @@
  *       the least any socket transport can do
  *
  * And the fan-out with nothing of D-Bus or of ours (issue 36), for the fanout suite's reference row:
- *   bare-fanout N M GAP_MS [write | loop]
+ *   bare-fanout N M GAP_MS [write | loop | broadcast]
  *       N child processes, each blocked in recv on its own SOCK_SEQPACKET pair; M times, GAP_MS
  *       apart, one byte to each; a child stamps CLOCK_MONOTONIC into shared memory as it gets it.
  *       Prints, per post, the ns until the last child had it ("lost" for one a child missed).
@@ -27,9 +27,15 @@
  *       event loop (ours, libdbus's main loops, GLib's) and writes its line too: a poll over four
  *       descriptors (an eventfd, an idle socket, an epoll set and its socket), then recvmmsg of up
  *       to 32 frames with MSG_DONTWAIT. No library code: what that shape costs by itself.
+ *       With `broadcast`, one wake-up for every child instead of a frame to each: the poster adds
+ *       one to a counter in shared memory and writes once to an eventfd that each child's epoll set
+ *       holds edge-triggered; a child waits in the same shape (its epoll set ready), takes the edge
+ *       (epoll_wait, no wait) and reads the counter: what a post costs its poster when one system
+ *       call wakes every observer.
  */
 #define _GNU_SOURCE /* pipe2, F_SETPIPE_SZ */
 #include <dbus/dbus.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,6 +294,25 @@ static int loop_shape(int fd, struct pollfd out[4]) {
     return 0;
 }
 
+/* `broadcast`'s round in that shape: the poll, the edge taken from the epoll set, the counter
+ * read: how many posts since *seen, 0 at the end (the pair hung up). */
+static int broadcast_receive(struct pollfd fds[4], const _Atomic uint64_t *posted, uint64_t *seen) {
+    for (;;) {
+        if (poll(fds, 4, -1) < 0 && errno != EINTR) return 0;
+        struct epoll_event ev[4];
+        if (fds[2].revents && epoll_wait(fds[2].fd, ev, 4, 0) < 0 && errno != EINTR) return 0;
+        uint64_t now = atomic_load_explicit(posted, memory_order_acquire);
+        if (now != *seen) { /* all of them: the edge that told of the rest is taken (at most M) */
+            int got = (int)(now - *seen);
+            *seen = now;
+            return got;
+        }
+        /* Nothing new: the edge of a post read with the one before, or the end. The pair carries
+         * nothing after "ready", so anything on it is its hang-up, once every post was counted. */
+        if (fds[3].revents) return 0;
+    }
+}
+
 /* One round of that loop: the poll, then every frame there is (at most 32): how many came, 0 at
  * the end. */
 static int loop_receive(struct pollfd fds[4]) {
@@ -310,22 +335,29 @@ static int loop_receive(struct pollfd fds[4]) {
 /* bare-fanout N M GAP_MS (above). Each child says it is ready with a byte on its pair (a
  * handshake, no sleep); each exits when its pair closes, and is waited for. */
 static int bare_fanout(int argc, char **argv) {
-    int looping = argc == 6 && strcmp(argv[5], "loop") == 0;
+    int broadcasting = argc == 6 && strcmp(argv[5], "broadcast") == 0;
+    int looping = broadcasting || (argc == 6 && strcmp(argv[5], "loop") == 0);
     int writing = looping || (argc == 6 && strcmp(argv[5], "write") == 0);
     if (argc < 5 || argc > 6 || (argc == 6 && !writing)) {
-        fprintf(stderr, "usage: dbus-floor bare-fanout N M GAP_MS [write | loop]\n");
+        fprintf(stderr, "usage: dbus-floor bare-fanout N M GAP_MS [write | loop | broadcast]\n");
         return 64;
     }
     long n = atol(argv[2]), m = atol(argv[3]), gap = atol(argv[4]);
     if (n < 1 || n > 1000 || m < 1 || m > 10000 || gap < 0 || gap > 10000) {
-        fprintf(stderr, "usage: dbus-floor bare-fanout N (1-1000) M (1-10000) GAP_MS (0-10000) [write | loop]\n");
+        fprintf(stderr, "usage: dbus-floor bare-fanout N (1-1000) M (1-10000) GAP_MS (0-10000) [write | loop | broadcast]\n");
         return 64;
     }
     size_t bytes = (size_t)n * (size_t)m * sizeof(uint64_t);
     uint64_t *stamps = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     int *fds = calloc((size_t)n, sizeof *fds), *readers = calloc((size_t)n, sizeof *readers);
     pid_t *kids = calloc((size_t)n, sizeof *kids);
-    if (stamps == MAP_FAILED || !fds || !readers || !kids) return 1;
+    /* `broadcast`: the posts so far, and the eventfd every child's epoll set holds. */
+    _Atomic uint64_t *posted = mmap(NULL, sizeof *posted, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int wake_all = broadcasting ? eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) : -1;
+    if (stamps == MAP_FAILED || posted == MAP_FAILED || (broadcasting && wake_all < 0) || !fds || !readers || !kids) {
+        fprintf(stderr, "dbus-floor: bare-fanout: %s\n", strerror(errno));
+        return 1;
+    }
     long started = 0;
     int failed = 0;
     for (; started < n; started++) {
@@ -357,9 +389,14 @@ static int bare_fanout(int argc, char **argv) {
             char b = 'r';
             struct pollfd shape[4];
             if (looping && loop_shape(sv[1], shape) != 0) _exit(1);
+            struct epoll_event edge = { .events = EPOLLIN | EPOLLET };
+            if (broadcasting && epoll_ctl(shape[2].fd, EPOLL_CTL_ADD, wake_all, &edge) != 0) _exit(1);
             if (send(sv[1], &b, 1, 0) != 1) _exit(1);
+            uint64_t seen = 0;
             for (long post = 0; post < m;) {
-                int got = looping ? loop_receive(shape) : recv(sv[1], &b, 1, 0) == 1;
+                int got = broadcasting ? broadcast_receive(shape, posted, &seen)
+                          : looping    ? loop_receive(shape)
+                                       : recv(sv[1], &b, 1, 0) == 1;
                 if (got <= 0) _exit(0);
                 uint64_t t = now_ns();
                 for (int k = 0; k < got && post < m; k++, post++) { /* each post a line, as an observer's callback */
@@ -385,7 +422,12 @@ static int bare_fanout(int argc, char **argv) {
     uint64_t *sent = calloc((size_t)m, sizeof *sent);
     for (long post = 0; post < m && !failed && sent; post++) {
         sent[post] = now_ns();
-        for (long k = 0; k < n; k++)
+        if (broadcasting) {
+            uint64_t one = 1;
+            atomic_fetch_add_explicit(posted, 1, memory_order_release);
+            if (write(wake_all, &one, sizeof one) != sizeof one) failed = 1;
+        }
+        for (long k = 0; k < n && !broadcasting; k++)
             if (send(fds[k], "p", 1, MSG_NOSIGNAL) != 1) failed = 1;
         struct timespec ts = { gap / 1000, (gap % 1000) * 1000000L };
         nanosleep(&ts, NULL); /* pacing between posts, not synchronisation */

@@ -183,6 +183,8 @@ func fanoutSuite(_ options: Options) throws -> [Metric] {
     /// `write`: each process also writes each arrival to a pipe as a line, as the observers of
     /// the floor and of ours do; `loop`: and waits and reads in an event loop's shape, a poll over
     /// four descriptors and a recvmmsg (dbus-floor's usage). What is left is the library.
+    /// `broadcast`: the same shape, woken by one write to an eventfd every process's epoll set
+    /// holds instead of a frame to each: what the poster's share would be with one wake-up for all.
     func bare(_ variant: String? = nil) throws -> [Double] {
         let lines = try Child("dbus-floor", ["bare-fanout", "\(observers)", "\(posts)", "50"] + (variant.map { [$0] } ?? []),
                               environment: env).readToEnd()
@@ -194,6 +196,7 @@ func fanoutSuite(_ options: Options) throws -> [Metric] {
     }
     var floor: [Double] = [], ours: [Double] = [], socket: [Double] = [], ratios: [Double] = [], socketRatios: [Double] = []
     var written: [Double] = [], writtenRatios: [Double] = [], looped: [Double] = [], loopedRatios: [Double] = []
+    var broadcast: [Double] = [], broadcastRatios: [Double] = []
     func median(_ v: [Double]) -> Double { let s = v.sorted(); return s[s.count / 2] }
     func spread(_ v: [Double]) -> String { v.map { String(format: "%.2f", $0) }.joined(separator: ", ") }
     for _ in 0..<options.rounds {
@@ -202,15 +205,18 @@ func fanoutSuite(_ options: Options) throws -> [Metric] {
         let s = try bare()
         let w = try bare("write")
         let l = try bare("loop")
+        let b = try bare("broadcast")
         floor += f
         ours += o
         socket += s
         written += w
         looped += l
+        broadcast += b
         ratios.append(median(o) / median(f))
         socketRatios.append(median(s) / median(f))
         writtenRatios.append(median(w) / median(f))
         loopedRatios.append(median(l) / median(f))
+        broadcastRatios.append(median(b) / median(f))
     }
     return [
         Metric(label: "floor: 1 → 100 processes, median of \(floor.count)", value: median(floor), unit: "µs", reference: nil, goal: .none),
@@ -222,5 +228,7 @@ func fanoutSuite(_ options: Options) throws -> [Metric] {
                reference: median(floor), goal: .none, note: "rounds: \(spread(writtenRatios)); a line to a pipe per arrival, as the two above"),
         Metric(label: "plain socket, written, in an event loop's shape, median of \(looped.count)", value: median(looped), unit: "µs",
                reference: median(floor), goal: .none, note: "rounds: \(spread(loopedRatios)); poll over 4 descriptors, recvmmsg: no library code"),
+        Metric(label: "the same, one wake-up for all (an eventfd in each epoll set), median of \(broadcast.count)", value: median(broadcast), unit: "µs",
+               reference: median(floor), goal: .none, note: "rounds: \(spread(broadcastRatios)); one write by the poster instead of a frame to each: no library code"),
     ]
 }
