@@ -1,6 +1,7 @@
 // CoreUnitTests.swift: the C core's protocol functions and the Wormhole envelope and names, with
 // no bus and no child process: a mistake here fails in milliseconds, with the value that is wrong.
 import CNotify
+import DarwinNotify
 import Foundation
 import Testing
 import NotifyBridge
@@ -315,10 +316,14 @@ struct WormholeUnitTests {
 
     /// forkedChild's body, in the exit test's process: 0, or what failed.
     static func forkedChildChecks(in directory: String) -> Int32 {
-        guard let container = try? GroupContainer(group: "group.fork", directory: directory),
-              let queue = try? Wormhole(group: "group.fork", transiting: .queue, container: container),
-              let file = try? Wormhole(group: "group.fork", directory: "latest", container: container) else { return 3 }
-        try? file.pass(data: Data("parent".utf8), identifier: "f") // its announcement may fail: no bus here
+        // A bus where nobody listens, named outright: the default (no DARWIN_NOTIFY_BUS) would start
+        // the per-user embedded bus, a dbus-daemon and /tmp/darwin-notify-<uid> that outlived the
+        // test (CI's leftovers check found them).
+        guard let center = try? NotifyCenter(bus: "unix:path=\(directory)/no-bus"),
+              let container = try? GroupContainer(group: "group.fork", directory: directory),
+              let queue = try? Wormhole(group: "group.fork", transiting: .queue, container: container, center: center),
+              let file = try? Wormhole(group: "group.fork", directory: "latest", container: container, center: center) else { return 3 }
+        try? file.pass(data: Data("parent".utf8), identifier: "f") // its announcement fails: no bus there
         guard (try? file.message("f"))?.payload == Data("parent".utf8) else { return 4 }
         // A child that only exits, forked while the queue's pass waits for its group commit:
         // the exit-time work is its parent's (before the fix: a wait for ever for the commit).
