@@ -125,8 +125,11 @@ final class PeerProcess {
         throw BenchError("\(process.arguments?.prefix(3).joined(separator: " ") ?? "peers") printed no '\(prefix)' line within \(Int(timeout)) s")
     }
 
+    /// Closes its stdin: the process ends within its next look at stdin (every 100 ms).
+    func closeInput() { try? input.fileHandleForWriting.close() }
+
     func stop() {
-        try? input.fileHandleForWriting.close()
+        closeInput()
         for _ in 0 ..< 200 where process.isRunning { usleep(10_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
@@ -195,7 +198,9 @@ enum PeersBench {
             stamper = try PeerProcess(binary, system, ["stamp", "\(stamps)", "100", "\(fanoutSubscribers)"], environment: env)
         }
         var subscribers: [PeerProcess] = []
-        defer { subscribers.forEach { $0.stop() }; stamper?.stop() }
+        // All told at once, then each waited for: one by one, the 100 took 10 s (each looks at
+        // its stdin every 100 ms).
+        defer { subscribers.forEach { $0.closeInput() }; subscribers.forEach { $0.stop() }; stamper?.stop() }
         for _ in 0 ..< fanoutSubscribers { subscribers.append(try PeerProcess(binary, system, ["sub"], environment: env)) }
         for subscriber in subscribers { _ = try subscriber.line("ready") }
         round.idleKilobytes = median(subscribers.compactMap { try? residentKilobytes($0.process.processIdentifier) })
