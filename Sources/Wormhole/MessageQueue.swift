@@ -379,11 +379,10 @@ enum QueueCursorFile {
     /// A cursor's value; nil if absent or not a regular file (a FIFO there must not block a
     /// writer that holds the queue's lock).
     static func read(_ path: FilePath) -> UInt64? {
-        let fd = open(path.string, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        let fd = PosixFiles.openQuietly(path.string, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        guard let info = FileStatus(fd), info.isRegular else { return nil }
         return read(fd: fd)
     }
 

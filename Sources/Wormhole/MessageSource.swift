@@ -118,8 +118,7 @@ final class QueueSource: MessageSource {
             }
             throw .io("flock \(path)", Errno(rawValue: error))
         }
-        var info = stat()
-        let size = fstat(fd, &info) == 0 ? Int(info.st_size) : -1
+        let size = FileStatus(fd)?.size ?? -1 // no time stamps asked for (FileStatus)
         if size == 8, let saved = QueueCursorFile.read(fd: fd) {
             if saved <= state.head { return (fd, saved) } // below the tail: next() reports the lost range
             cursorFault = WormholeError(.damagedCursor,
@@ -145,8 +144,8 @@ final class QueueSource: MessageSource {
 
     /// Whether the queue we read was removed (and maybe made again) since we attached.
     private var queueWasRemoved: Bool {
-        var info = stat()
-        return fstat(stateFD, &info) == 0 && info.st_nlink == 0
+        // No time stamps asked for (FileStatus): the writers' next write of `.state` would dirty its inode.
+        FileStatus(stateFD).map { $0.links == 0 } ?? false
     }
 
     /// The queue was removed under us: attach to the new one (made if needed), from its oldest

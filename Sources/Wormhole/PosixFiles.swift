@@ -104,6 +104,23 @@ enum PosixFiles {
         case tooLarge(Int)
     }
 
+    /// `open(2)` of a file of the container, with `O_NOATIME` where the kernel allows it (the
+    /// file's owner, or `CAP_FOWNER`; otherwise `EPERM`, and it is opened without), retrying
+    /// `EINTR`. On a `relatime` mount (the usual one) a read of a file written since its last
+    /// read sets its access time, which dirties its inode: the writer's next `fdatasync` then
+    /// writes the inode to the disk besides the data (BENCHMARKS.md, "reads that leave the
+    /// access time alone"). -1 and `errno` on failure.
+    static func openQuietly(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
+        // O_NOATIME (<fcntl.h> under _GNU_SOURCE, not imported into Swift): 01000000 on x86,
+        // ARM and the other architectures Swift runs on.
+        let noAccessTime: Int32 = 0o1000000
+        while true {
+            var fd = open(path, flags | noAccessTime, mode)
+            if fd < 0 && errno == EPERM { fd = open(path, flags, mode) }
+            if fd >= 0 || errno != EINTR { return fd }
+        }
+    }
+
     /// `EWOULDBLOCK` from `open` is a writer's lease: the message file is being written again in
     /// place (InPlace.swift), or the look-up found a replaced message its writer is writing again
     /// as its spare (SpareFile.swift). A writer holds a lease only until the message it writes is
@@ -115,7 +132,9 @@ enum PosixFiles {
         do {
             while true {
                 do {
-                    fd = try FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec, .nonBlocking])
+                    let raw = openQuietly(path.string, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+                    guard raw >= 0 else { throw Errno(rawValue: errno) }
+                    fd = FileDescriptor(rawValue: raw)
                     break
                 } catch .wouldBlock where waited < leaseWait {
                     usleep(pause)
@@ -166,20 +185,17 @@ enum PosixFiles {
     /// cursor) for reading and writing: never through a link, never blocking on a FIFO, and only
     /// if it is a regular file; anything else is refused with a clear error.
     static func openControlFile(_ path: FilePath, create: Bool, permissions: FilePermissions) throws(WormholeError) -> FileDescriptor {
-        let fd: FileDescriptor
-        do {
-            fd = try FileDescriptor.open(path, .readWrite, options: create ? [.create, .noFollow, .closeOnExec, .nonBlocking]
-                                                                           : [.noFollow, .closeOnExec, .nonBlocking],
-                                         permissions: permissions)
-        } catch {
-            let errno = error as? Errno ?? .ioError
+        let raw = openQuietly(path.string, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | (create ? O_CREAT : 0), permissions.rawValue)
+        guard raw >= 0 else {
+            let errno = Errno(rawValue: errno)
             if errno == .tooManySymbolicLinkLevels || errno == .noSuchAddressOrDevice {
                 throw WormholeError(.unsafeContainer, "\(path) is not a regular file (a link, socket or device); remove it")
             }
             throw .io("open \(path)", errno)
         }
-        var info = stat()
-        guard fstat(fd.rawValue, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+        let fd = FileDescriptor(rawValue: raw)
+        // Type only (statx): asking for its times would make its next write dirty its inode.
+        guard let info = FileStatus(raw), info.isRegular else {
             _ = try? fd.close()
             throw WormholeError(.unsafeContainer, "\(path) is not a regular file (a FIFO, directory or device); remove it")
         }

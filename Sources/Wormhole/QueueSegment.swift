@@ -110,7 +110,7 @@ enum QueueSegment {
     /// Opens a segment: never through a link, never blocking on a FIFO.
     static func open(_ path: FilePath, _ access: Access, permissions: FilePermissions) throws(WormholeError) -> Opened {
         let flags = [Access.read: O_RDONLY, .write: O_RDWR, .create: O_RDWR | O_CREAT][access]! | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
-        let fd = Glibc.open(path.string, flags, permissions.rawValue)
+        let fd = PosixFiles.openQuietly(path.string, flags, permissions.rawValue)
         guard fd >= 0 else {
             switch errno {
             case ENOENT: return .missing

@@ -53,6 +53,63 @@ extension IntegrationSuites {
             #expect(try messageFilesButOurSpare() == ["sized"])
         }
 
+        /// A file's access time, seconds.
+        func accessTime(_ path: String) -> Int? {
+            var info = stat()
+            return lstat(path, &info) == 0 ? info.st_atim.tv_sec : nil
+        }
+
+        /// Sets every regular file's access time under `root` to 2020-01-01, its modification
+        /// time left as it is: on a `relatime` mount (this machine's) a read of such a file
+        /// would set its access time to now.
+        func ageAccessTimes(under root: String) throws -> [String] {
+            let files = (FileManager.default.enumerator(atPath: root)?.allObjects as? [String] ?? [])
+                .map { root + "/" + $0 }.filter { (try? FileManager.default.attributesOfItem(atPath: $0)[.type] as? FileAttributeType) == .typeRegular }
+            for file in files {
+                let times = [timespec(tv_sec: 1_577_836_800, tv_nsec: 0), timespec(tv_sec: 0, tv_nsec: (1 << 30) - 2)] // UTIME_OMIT, a macro Swift does not import
+                #expect(utimensat(AT_FDCWD, file, times, AT_SYMLINK_NOFOLLOW) == 0, "\(file): errno \(errno)")
+            }
+            return files
+        }
+
+        @Test("file and queue on disk: a reader leaves the access time of what it reads alone (O_NOATIME), so a read between two passes gives the writer's next sync no inode to write")
+        func readsLeaveAccessTime() throws {
+            let wormhole = try fixture.wormhole()
+            try wormhole.pass("first", identifier: "quiet")
+            // A durable queue listener, registered and stopped, so that what follows waits for it.
+            let first = try fixture.listener(["--transiting", "queue", "listen", "group.test", "jobs", "--name", "worker", "--count", "1"])
+            try fixture.cliOK(["--transiting", "queue", "pass", "group.test", "jobs", "0"])
+            #expect(try first.waitForExit() == 0)
+            let queue = try fixture.wormhole(transiting: .queue)
+            for n in 1...3 { try queue.pass(n, identifier: "jobs") }
+            let message = messagesPath + "/quiet"
+            let segments = try ageAccessTimes(under: fixture.root + "/group.test/wormhole/queues")
+            #expect(!segments.isEmpty)
+            _ = try ageAccessTimes(under: messagesPath)
+            #expect(accessTime(message) == 1_577_836_800)
+            // Read here, by the wormhole tool, and by a queue listener in another process.
+            #expect(try wormhole.message("quiet", as: String.self) == "first")
+            #expect(try fixture.cliOK(["read", "group.test", "quiet"]) == "\"first\"\n")
+            let durable = try fixture.listener(["--transiting", "queue", "listen", "group.test", "jobs", "--name", "worker", "--count", "3"])
+            #expect(try durable.waitForExit() == 0)
+            #expect(durable.lines == ["1", "2", "3"])
+            #expect(accessTime(message) == 1_577_836_800, "the message file's access time was set by a read")
+            for segment in segments {
+                #expect(accessTime(segment) == 1_577_836_800, "\(segment): its access time was set by a read")
+            }
+        }
+
+        @Test("a group member of another uid reads a shared container's message: O_NOATIME, refused for a file it does not own, is dropped, not an error",
+              .enabled(if: geteuid() == 0, "needs root: reads as another uid through setpriv"))
+        func sharedReaderWithoutNoAccessTime() throws {
+            #expect(chmod(fixture.root, 0o755) == 0)
+            try fixture.cliOK(["--share-with-group", "root", "pass", "group.shared", "m", "\"hello\""])
+            let read = try run("/usr/bin/setpriv", ["--reuid=1001", "--regid=1001", "--groups=0", "--",
+                                                    ChildProcess.productsDirectory + "/wormhole", "--share-with-group", "root",
+                                                    "read", "group.shared", "m"], environment: fixture.environment)
+            #expect(read.status == 0 && read.out == "\"hello\"\n", "\(read)")
+        }
+
         @Test("file on disk: a pass writes the message file again where it is (the same inode, no other file) while the new message is not smaller and fits a page; a smaller one, or one over a page, replaces it")
         func messageWrittenInPlace() throws {
             let wormhole = try fixture.wormhole()
