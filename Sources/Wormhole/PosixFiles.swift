@@ -187,11 +187,11 @@ enum PosixFiles {
     static func openControlFile(_ path: FilePath, create: Bool, permissions: FilePermissions) throws(WormholeError) -> FileDescriptor {
         let raw = openQuietly(path.string, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | (create ? O_CREAT : 0), permissions.rawValue)
         guard raw >= 0 else {
-            let errno = Errno(rawValue: errno)
-            if errno == .tooManySymbolicLinkLevels || errno == .noSuchAddressOrDevice {
+            let code = Errno(rawValue: errno)
+            if code == .tooManySymbolicLinkLevels || code == .noSuchAddressOrDevice {
                 throw WormholeError(.unsafeContainer, "\(path) is not a regular file (a link, socket or device); remove it")
             }
-            throw .io("open \(path)", errno)
+            throw .io("open \(path)", code)
         }
         let fd = FileDescriptor(rawValue: raw)
         // Type only (statx): asking for its times would make its next write dirty its inode.
