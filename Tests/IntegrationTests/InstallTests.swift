@@ -243,6 +243,11 @@ extension IntegrationSuites {
                 if package == "darwin-notify-tools" || package == "notify-bridge" { #expect(size <= 30 * 1024, "\(package): \(size) KiB") }
                 let depends = try field(deb, "Depends")
                 #expect(depends.contains("libmosquitto") == (package == "notify-bridge"), "\(package) depends: \(depends)")
+                // The Swift tools' packed relative relocations (DT_RELR, Makefile) load with glibc
+                // 2.36 and later; dpkg-shlibdeps alone gave 2.35.
+                if package == "darwin-notify-tools" || package == "notify-bridge" {
+                    #expect(depends.contains("libc6 (>= 2.36)"), "\(package) depends: \(depends)")
+                }
             }
 
             let watched = ["/usr", "/etc", "/var/lib/systemd"]
