@@ -117,8 +117,9 @@ data:
 SWIFT_SCRATCH ?= .build-release
 SWIFT_HARDENING := -Xcc -fstack-protector-strong -Xcc -D_FORTIFY_SOURCE=2 -Xcc -fcf-protection \
                    -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
-# Relative relocations packed (DT_RELR, glibc 2.36 and later; the binaries then need that glibc
-# by a symbol version, which dpkg-shlibdeps turns into the dependency): the Swift runtime inside
+# Relative relocations packed (DT_RELR): the binaries then need glibc 2.36 or later (a symbol
+# version, GLIBC_ABI_DT_RELR, which dpkg-shlibdeps does not turn into a dependency: debian/control
+# states it). The Swift runtime inside
 # makes a PIE of some 40,000 of them, 24 bytes each unpacked (wormhole: 923 KiB of 15 MiB). It
 # keeps darwin-notify-tools under its 30 MiB (issue 25), which it had reached.
 SWIFT_RELR := -Xlinker -z -Xlinker pack-relative-relocs
