@@ -20,9 +20,12 @@ struct Layout: Sendable {
     let locks: FilePath
     let queues: FilePath
     let quarantine: FilePath
-    /// `messages/` as text, for the path of every pass and read: `FilePath.appending` parses
-    /// what it is given and costs more than the rest of building the path.
+    /// `messages/`, `locks/` and `queues/` as text, for the paths of every pass and read:
+    /// `FilePath.appending` parses what it is given and costs more than the rest of building the
+    /// path (in a debug build, most of a queue pass's time).
     private let messagesPrefix: String
+    private let locksPrefix: String
+    private let queuesPrefix: String
 
     init(base: FilePath, shared: Bool) {
         self.base = base
@@ -32,12 +35,16 @@ struct Layout: Sendable {
         queues = base.appending("queues")
         quarantine = base.appending("quarantine")
         messagesPrefix = messages.string + "/"
+        locksPrefix = locks.string + "/"
+        queuesPrefix = queues.string + "/"
     }
 
     /// `identifier` is one validated by `Names.validateIdentifier`: a single path component.
     func message(_ identifier: String) -> FilePath { FilePath(messagesPrefix + identifier) }
-    func lock(_ identifier: String) -> FilePath { locks.appending(identifier) }
-    func queue(_ identifier: String) -> FilePath { queues.appending(identifier) }
+    func lock(_ identifier: String) -> FilePath { FilePath(locksPrefix + identifier) }
+    func queue(_ identifier: String) -> FilePath { FilePath(queuesPrefix + identifier) }
+    /// `queues/<identifier>/` as text, for the paths inside one queue.
+    func queuePrefix(_ identifier: String) -> String { queuesPrefix + identifier + "/" }
 
     var filePermissions: FilePermissions {
         shared ? [.ownerReadWrite, .groupReadWrite] : [.ownerReadWrite]

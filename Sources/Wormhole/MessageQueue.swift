@@ -21,14 +21,27 @@ struct MessageQueue: Sendable {
     let layout: Layout
     let identifier: String
     let configuration: WormholeConfiguration
+    let directory: FilePath
+    let statePath: FilePath
+    let cursors: FilePath
+    /// `directory` and a slash, as text: the paths of segments and messages are made from it
+    /// (see `Layout`'s prefixes).
+    private let prefix: String
+    private let lastSegmentPath = SharedBox<(first: UInt64, path: FilePath)?>(nil)
 
-    var directory: FilePath { layout.queue(identifier) }
-    var statePath: FilePath { directory.appending(".state") }
-    var cursors: FilePath { directory.appending(".cursors") }
+    init(layout: Layout, identifier: String, configuration: WormholeConfiguration) {
+        self.layout = layout
+        self.identifier = identifier
+        self.configuration = configuration
+        prefix = layout.queuePrefix(identifier)
+        directory = layout.queue(identifier)
+        statePath = FilePath(prefix + ".state")
+        cursors = FilePath(prefix + ".cursors")
+    }
 
     func path(of sequence: UInt64) -> FilePath {
         let digits = String(sequence)
-        return directory.appending(String(repeating: "0", count: max(0, 20 - digits.count)) + digits)
+        return FilePath(prefix + String(repeating: "0", count: max(0, 20 - digits.count)) + digits)
     }
 
     struct State: Equatable {
@@ -106,7 +119,14 @@ struct MessageQueue: Sendable {
         return try readState(lock)
     }
 
-    func segmentPath(first: UInt64) -> FilePath { directory.appending(QueueSegment.name(first: first)) }
+    /// The path of the segment starting at `first`; the last one made is kept (a segment holds
+    /// 256 messages, so passes in a row ask for the same one).
+    func segmentPath(first: UInt64) -> FilePath {
+        if let known = lastSegmentPath.withLock({ $0 }), known.first == first { return known.path }
+        let path = FilePath(prefix + QueueSegment.name(first: first))
+        lastSegmentPath.withLock { $0 = (first, path) }
+        return path
+    }
 
     /// Appends a message; returns its sequence number. Applies retention first.
     ///
@@ -396,4 +416,11 @@ enum QueueCursorFile {
         var little = value.littleEndian
         return pwrite(fd, &little, 8, 0) == 8
     }
+}
+
+/// A value the copies of a struct share, behind a lock.
+final class SharedBox<Value: Sendable>: Sendable {
+    private let value: Mutex<Value>
+    init(_ value: Value) { self.value = Mutex(value) }
+    func withLock<Result: Sendable>(_ body: (inout Value) -> Result) -> Result { value.withLock { body(&$0) } }
 }
