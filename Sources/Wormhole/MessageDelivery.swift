@@ -10,11 +10,26 @@ private func isTransient(_ result: Result<WormholeMessage, WormholeError>) -> Bo
     return error.code != .corruptMessage && error.code != .messagesLost && error.code != .damagedCursor
 }
 
+/// Where a pushing machine reads and runs its handler.
+enum DeliveryPlacement {
+    /// On a serial queue of the machine's own, which targets this one.
+    case queue(DispatchQueue)
+    /// On a serial queue of the machine's own.
+    case ownQueue
+    /// No thread hop: on the thread that announces (the center's delivery thread), or for the
+    /// catch-up at start a background thread; one pump at a time (`pumpHere`).
+    case announcingThread
+}
+
 /// Reads a `MessageSource` on one serial queue and hands each result to its consumer: pushed to
 /// a handler (`Wormhole.listen`), or pulled by an async iterator (`Wormhole.messages`).
 /// Announcements only schedule a pump on that queue; a pump reads every message not yet handed
 /// out, so bursts of announcements coalesce and each message is handed out once, in order. File
-/// I/O happens only on that queue, never under a lock and never on a task's thread.
+/// I/O happens only in a pump, never under a lock and never on a task's thread.
+///
+/// A handler placed on the announcing thread (`listen(queue: nil)`) has no queue: the thread an
+/// announcement arrives on pumps, unless another is pumping, which then pumps once more. So
+/// pumps never overlap, and an announcement during one is never lost.
 ///
 /// After a transient error, or after a latest-message read (one message per announcement), the
 /// machine waits for the next announcement before reading again. A handler's message is committed
@@ -22,7 +37,8 @@ private func isTransient(_ result: Result<WormholeMessage, WormholeError>) -> Bo
 final class MessageDelivery: Sendable {
     typealias Element = Result<WormholeMessage, WormholeError>
 
-    // nonisolated(unsafe): the four below are used only on `drainQueue`, which is serial.
+    // nonisolated(unsafe): the five below are used only on `drainQueue`, which is serial, or
+    // (placed on the announcing thread) only by the thread that holds `pumping`.
     private nonisolated(unsafe) let source: any MessageSource
     private nonisolated(unsafe) var needsAnnouncement = false
     private nonisolated(unsafe) var mustCommit = false
@@ -31,19 +47,31 @@ final class MessageDelivery: Sendable {
 
     private let drainQueue: DispatchQueue
     private let handler: (@Sendable (Element) -> Void)?
+    /// A handler placed on the announcing thread (`DeliveryPlacement.announcingThread`).
+    private let inline: Bool
+    /// Held by the thread that pumps, when `inline`.
+    private let pumping = Atomic<Bool>(false)
+    /// Signalled once the source is closed, when `inline` (`cancelAndWait`).
+    private let sourceClosedSignal = DispatchSemaphore(value: 0)
     /// The cancel contract of a handler (DarwinNotify's "Cancellation" article).
     private let gate = InvocationGate()
     private let scheduled = Atomic<Bool>(false)
     private let cancelled = Atomic<Bool>(false)
     private let observation = Mutex<NotificationObservation?>(nil)
 
-    /// A pushing machine when `handler` is given, else a pulling one.
-    init(source: any MessageSource, queue: DispatchQueue?, handler: (@Sendable (Element) -> Void)?) {
+    /// A pushing machine when `handler` is given, else a pulling one (whose placement is its own
+    /// queue).
+    init(source: any MessageSource, placement: DeliveryPlacement, handler: (@Sendable (Element) -> Void)?) {
         self.source = source
         // Serial, and runs on the user's queue: handlers never overlap, even on a concurrent
         // queue. Without a user queue it is the machine's own queue.
-        drainQueue = queue.map { DispatchQueue(label: "Wormhole.drain", target: $0) } ?? DispatchQueue(label: "Wormhole.delivery")
+        if case .queue(let queue) = placement {
+            drainQueue = DispatchQueue(label: "Wormhole.drain", target: queue)
+        } else {
+            drainQueue = DispatchQueue(label: "Wormhole.delivery")
+        }
         self.handler = handler
+        if case .announcingThread = placement, handler != nil { inline = true } else { inline = false }
     }
 
     var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
@@ -57,12 +85,19 @@ final class MessageDelivery: Sendable {
             throw WormholeError.notification(error)
         }
         // Catch up: a queue listener's backlog, or a pass made while registering. (An iterator
-        // reads as soon as it asks.)
-        if handler != nil { announce() }
+        // reads as soon as it asks.) Placed on the announcing thread, not on the caller's: the
+        // handler must not run before `listen` has returned its token.
+        if inline {
+            DispatchQueue.global().async { [self] in pumpHere() }
+        } else if handler != nil {
+            announce()
+        }
     }
 
-    /// An announcement, on any thread: the drain queue looks again.
+    /// An announcement, on any thread: the drain queue looks again (placed on the announcing
+    /// thread: this thread pumps, or the one pumping pumps again).
     private func announce() {
+        if inline { return pumpHere() }
         guard !scheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         drainQueue.async { [self] in
             scheduled.store(false, ordering: .releasing)
@@ -71,7 +106,23 @@ final class MessageDelivery: Sendable {
         }
     }
 
-    /// On `drainQueue`: hands out results while a consumer is ready for one.
+    /// Placed on the announcing thread: pumps here unless another thread is pumping, which then
+    /// pumps once more (`scheduled` says so). Once cancelled, the pumping thread closes the
+    /// source.
+    private func pumpHere() {
+        scheduled.store(true, ordering: .releasing)
+        while scheduled.load(ordering: .acquiring) {
+            guard !pumping.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            scheduled.store(false, ordering: .releasing)
+            needsAnnouncement = false
+            pump()
+            if isCancelled { closeSource() }
+            pumping.store(false, ordering: .releasing)
+        }
+    }
+
+    /// On `drainQueue` (or the thread holding `pumping`): hands out results while a consumer is
+    /// ready for one.
     private func pump() {
         while !isCancelled, !needsAnnouncement, handler != nil || waiter != nil {
             guard let result = source.next() else { return }
@@ -113,6 +164,7 @@ final class MessageDelivery: Sendable {
         guard !cancelled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         observation.withLock { $0?.cancel(); $0 = nil }
         gate.close()
+        if inline { return pumpHere() }
         drainQueue.async { [self] in
             let parked = waiter
             waiter = nil
@@ -124,13 +176,22 @@ final class MessageDelivery: Sendable {
     /// Cancels, then waits until the source is closed. Never from the handler.
     func cancelAndWait() {
         cancel()
-        drainQueue.sync {}
+        if inline {
+            // Closed by this thread in `cancel`, or by the one pumping when it finishes; by this
+            // one after the handler returns, if it is the handler's thread.
+            guard !gate.isRunningHere else { return }
+            sourceClosedSignal.wait()
+            sourceClosedSignal.signal()
+        } else {
+            drainQueue.sync {}
+        }
     }
 
     private func closeSource() {
         guard !sourceClosed else { return }
         sourceClosed = true
         source.close()
+        sourceClosedSignal.signal()
     }
 
     deinit {

@@ -212,13 +212,20 @@ public final class Wormhole: Sendable {
     /// - Parameters:
     ///   - identifier: the message identifier to listen for.
     ///   - name: a durable listener's name (`.queue` transiting only), or nil.
-    ///   - queue: where `handler` runs; by default a serial queue of this listener.
+    ///   - queue: where `handler` runs; by default a serial queue of this listener's own. With
+    ///     `nil` there is no thread hop, as with `NotifyCenter.observe(_:queue:handler:)`: the
+    ///     message is read and the handler runs on the center's delivery thread, except for what
+    ///     was waiting when listening started, which a background thread hands out. Either way
+    ///     one at a time and in order. Keep such a handler short: every observer of the center
+    ///     waits for it (a pass from it waits for the pass's sync).
     ///   - handler: called with each message, or with the error that stood in its place.
-    public func listen(for identifier: String, name: String? = nil, queue: DispatchQueue? = nil,
+    public func listen(for identifier: String, name: String? = nil,
+                       queue: DispatchQueue? = DispatchQueue(label: "Wormhole.listener"),
                        handler: @escaping @Sendable (Result<WormholeMessage, WormholeError>) -> Void)
         throws(WormholeError) -> WormholeListener {
         let source = try makeSource(identifier, name: name)
-        let listener = WormholeListener(source: source, queue: queue, handler: handler)
+        let listener = WormholeListener(source: source, placement: queue.map { .queue($0) } ?? .announcingThread,
+                                        handler: handler)
         try listener.start(center: center, name: notificationName(for: identifier))
         return listener
     }
@@ -226,7 +233,7 @@ public final class Wormhole: Sendable {
     /// `listen` with the payload decoded as `T`; a payload that is not a `T` arrives as
     /// `.decodingFailed`.
     public func listen<T: Decodable & Sendable>(for identifier: String, as type: T.Type, name: String? = nil,
-                                                queue: DispatchQueue? = nil,
+                                                queue: DispatchQueue? = DispatchQueue(label: "Wormhole.listener"),
                                                 handler: @escaping @Sendable (Result<T, WormholeError>) -> Void)
         throws(WormholeError) -> WormholeListener {
         try listen(for: identifier, name: name, queue: queue) { result in
@@ -238,7 +245,7 @@ public final class Wormhole: Sendable {
     /// named queue listener a message counts as handled when the iterator is asked for the next.
     public func messages(for identifier: String, name: String? = nil) throws(WormholeError) -> WormholeMessages {
         let source = try makeSource(identifier, name: name)
-        let delivery = MessageDelivery(source: source, queue: nil, handler: nil)
+        let delivery = MessageDelivery(source: source, placement: .ownQueue, handler: nil)
         try delivery.start(center: center, name: notificationName(for: identifier))
         return WormholeMessages(delivery: delivery)
     }

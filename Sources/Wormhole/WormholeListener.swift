@@ -6,9 +6,9 @@ import Dispatch
 public final class WormholeListener: Sendable {
     private let delivery: MessageDelivery
 
-    init(source: any MessageSource, queue: DispatchQueue?,
+    init(source: any MessageSource, placement: DeliveryPlacement,
          handler: @escaping @Sendable (Result<WormholeMessage, WormholeError>) -> Void) {
-        delivery = MessageDelivery(source: source, queue: queue, handler: handler)
+        delivery = MessageDelivery(source: source, placement: placement, handler: handler)
     }
 
     func start(center: NotifyCenter, name: String) throws(WormholeError) {

@@ -4,7 +4,8 @@
 //
 //   wormhole-probe flood GROUP ID WRITER COUNT [PAD] queue: pass {"w":WRITER,"i":0…COUNT-1} (and "p": PAD bytes)
 //   wormhole-probe increment GROUP ID COUNT         coordinated: COUNT atomic increments of {"count"}
-//   wormhole-probe echo GROUP IN OUT [nosync]       file: each message on IN is passed back on OUT
+//   wormhole-probe echo GROUP IN OUT [nosync] [here]  file: each message on IN is passed back on OUT
+//                                                    (here: from a listener with queue: nil)
 //   wormhole-probe spin GROUP ID WRITER COUNT [count-urg]  file: pass {"w":WRITER,"i":0…COUNT-1,"p":…},
 //                                                    "p" of 0-1,200 bytes (larger and smaller in turn);
 //                                                    count-urg: with a SIGURG handler, the count printed
@@ -73,11 +74,13 @@ do {
             }
         }
         print("done \(count)")
-    case "echo" where args.count >= 5:
-        let sync = args.count < 6 || args[5] != "nosync"
+    case "echo" where args.count >= 5 && args.count <= 7:
+        let options = args.dropFirst(5)
+        let sync = !options.contains("nosync")
+        let queue: DispatchQueue? = options.contains("here") ? nil : DispatchQueue(label: "echo")
         let wormhole = try Wormhole(group: args[2], configuration: WormholeConfiguration(syncToDisk: sync))
         let out = args[4]
-        let listener = try wormhole.listen(for: args[3]) { result in
+        let listener = try wormhole.listen(for: args[3], queue: queue) { result in
             guard case .success(let message) = result else { return }
             do { try wormhole.pass(data: message.payload, identifier: out) } catch { fail("\(error)") }
         }

@@ -136,6 +136,76 @@ extension IntegrationSuites {
             #expect(out == "{\"count\":2000}\n")
         }
 
+        @Test("a listener with queue: nil runs on the center's delivery thread, as an observer with queue: nil does; one on its own queue does not")
+        func listenerOnTheDeliveryThread() throws {
+            let wormhole = try fixture.wormhole()
+            let threads = Mutex<[String: UInt]>([:])
+            let arrived = DispatchSemaphore(value: 0)
+            let record = { @Sendable (key: String) in
+                threads.withLock { $0[key] = UInt(pthread_self()) }
+                arrived.signal()
+            }
+            let observation = try fixture.center.observe("test.delivery-thread", queue: nil) { _ in record("observer") }
+            let here = try wormhole.listen(for: "here", queue: nil) { result in
+                if case .success = result { record("queue: nil") }
+            }
+            let own = try wormhole.listen(for: "here") { result in
+                if case .success = result { record("own queue") }
+            }
+            try fixture.cliOK(["pass", "group.test", "here", "1"])
+            try notifyutilPost(["test.delivery-thread"], bus: fixture.bus)
+            for _ in 0..<3 { #expect(arrived.wait(timeout: .now() + 20) == .success) }
+            let seen = threads.withLock { $0 }
+            #expect(seen["queue: nil"] != nil && seen["queue: nil"] == seen["observer"], "\(seen)")
+            #expect(seen["own queue"] != nil && seen["own queue"] != seen["observer"], "\(seen)")
+            here.cancelAndWait()
+            own.cancelAndWait()
+            observation.cancel()
+        }
+
+        @Test("a named queue listener with queue: nil gets what waited and what comes while it reads, each writer's in order, one handler at a time; cancelAndWait from its handler returns, and the next listener of the name starts after the last handled")
+        func queueListenerOnTheDeliveryThread() throws {
+            struct Tick: Decodable, Sendable { var w: Int; var i: Int }
+            let queue = try fixture.wormhole(transiting: .queue)
+            try queue.listen(for: "jobs", name: "reader") { _ in }.cancelAndWait()
+            let waiting = try ChildProcess("wormhole-probe", ["flood", "group.test", "jobs", "1", "300"], environment: fixture.environment)
+            #expect(try waiting.waitForExit(timeout: 60) == 0, "\(waiting.stderr)")
+            let got = Mutex<[Tick]>([])
+            let running = Atomic<Int>(0), overlapped = Atomic<Bool>(false)
+            let token = Mutex<WormholeListener?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            let listener = try queue.listen(for: "jobs", as: Tick.self, name: "reader", queue: nil) { result in
+                if running.add(1, ordering: .relaxed).newValue > 1 { overlapped.store(true, ordering: .relaxed) }
+                defer { running.subtract(1, ordering: .relaxed) }
+                guard case .success(let tick) = result else { Issue.record("\(result)"); return }
+                if got.withLock({ $0.append(tick); return $0.count }) == 600 {
+                    token.withLock { $0 }?.cancelAndWait()
+                    done.signal()
+                }
+            }
+            token.withLock { $0 = listener }
+            let more = try ChildProcess("wormhole-probe", ["flood", "group.test", "jobs", "2", "300"], environment: fixture.environment)
+            #expect(try more.waitForExit(timeout: 60) == 0, "\(more.stderr)")
+            #expect(done.wait(timeout: .now() + 60) == .success)
+            listener.cancelAndWait()
+            let ticks = got.withLock { $0 }
+            let overlaps = overlapped.load(ordering: .relaxed)
+            #expect(!overlaps)
+            #expect(ticks.filter { $0.w == 1 }.map(\.i) == Array(0..<300))
+            #expect(ticks.filter { $0.w == 2 }.map(\.i) == Array(0..<300))
+            // The cursor was saved: the name's next listener gets only what is passed after.
+            let next = DispatchSemaphore(value: 0)
+            let firstAfter = Mutex<Tick?>(nil)
+            let again = try queue.listen(for: "jobs", as: Tick.self, name: "reader", queue: nil) { result in
+                if case .success(let tick) = result { firstAfter.withLock { $0 = $0 ?? tick }; next.signal() }
+            }
+            let last = try ChildProcess("wormhole-probe", ["flood", "group.test", "jobs", "3", "1"], environment: fixture.environment)
+            #expect(try last.waitForExit(timeout: 60) == 0, "\(last.stderr)")
+            #expect(next.wait(timeout: .now() + 20) == .success)
+            again.cancelAndWait()
+            #expect(firstAfter.withLock { $0.map { [$0.w, $0.i] } } == [3, 0])
+        }
+
         @Test("two groups using the same identifier never hear each other's announcements")
         func groupsAreNamespaced() throws {
             let other = try fixture.wormhole("group.other")
