@@ -217,7 +217,8 @@ public final class Wormhole: Sendable {
     ///     message is read and the handler runs on the center's delivery thread, except for what
     ///     was waiting when listening started, which a background thread hands out. Either way
     ///     one at a time and in order. Keep such a handler short: every observer of the center
-    ///     waits for it (a pass from it waits for the pass's sync).
+    ///     waits for it (a pass from it waits for the pass's sync), and for the read (which
+    ///     waits while a writer holds the message file, up to 2 s for one stopped mid-pass).
     ///   - handler: called with each message, or with the error that stood in its place.
     public func listen(for identifier: String, name: String? = nil,
                        queue: DispatchQueue? = DispatchQueue(label: "Wormhole.listener"),
