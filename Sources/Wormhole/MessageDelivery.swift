@@ -113,7 +113,9 @@ final class MessageDelivery: Sendable {
         scheduled.store(true, ordering: .releasing)
         while scheduled.load(ordering: .acquiring) {
             guard !pumping.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            scheduled.store(false, ordering: .releasing)
+            // An exchange, not a store: it reads the announcing thread's `true`, so this pump
+            // starts after that announcement in every thread's view.
+            _ = scheduled.exchange(false, ordering: .acquiringAndReleasing)
             needsAnnouncement = false
             pump()
             if isCancelled { closeSource() }
