@@ -206,6 +206,41 @@ extension IntegrationSuites {
             #expect(firstAfter.withLock { $0.map { [$0.w, $0.i] } } == [3, 0])
         }
 
+        @Test("a named queue listener with queue: nil cancelled from another thread mid-flood: no handler runs after cancelAndWait returns, and the name's next listener goes on from the last message handled")
+        func queueListenerOnTheDeliveryThreadCancelledMidFlood() throws {
+            struct Tick: Decodable, Sendable { var w: Int; var i: Int }
+            let queue = try fixture.wormhole(transiting: .queue)
+            try queue.listen(for: "jobs", name: "reader") { _ in }.cancelAndWait()
+            let handled = Mutex<[Int]>([]), afterCancel = Atomic<Int>(0), cancelled = Atomic<Bool>(false)
+            let hundred = DispatchSemaphore(value: 0)
+            let listener = try queue.listen(for: "jobs", as: Tick.self, name: "reader", queue: nil) { result in
+                if cancelled.load(ordering: .acquiring) { afterCancel.add(1, ordering: .relaxed) }
+                guard case .success(let tick) = result else { Issue.record("\(result)"); return }
+                if handled.withLock({ $0.append(tick.i); return $0.count }) == 100 { hundred.signal() }
+            }
+            let flood = try ChildProcess("wormhole-probe", ["flood", "group.test", "jobs", "1", "2000"], environment: fixture.environment)
+            #expect(hundred.wait(timeout: .now() + 60) == .success)
+            listener.cancelAndWait()
+            cancelled.store(true, ordering: .releasing)
+            #expect(try flood.waitForExit(timeout: 60) == 0, "\(flood.stderr)")
+            let stray = afterCancel.load(ordering: .relaxed)
+            #expect(stray == 0)
+            let first = handled.withLock { $0 }
+            #expect(first == Array(0..<first.count))
+            // The next listener of the name: from the last one handled (at least once), to the end.
+            let rest = Mutex<[Int]>([])
+            let all = DispatchSemaphore(value: 0)
+            let again = try queue.listen(for: "jobs", as: Tick.self, name: "reader", queue: nil) { result in
+                guard case .success(let tick) = result else { Issue.record("\(result)"); return }
+                if rest.withLock({ $0.append(tick.i); return $0.last }) == 1999 { all.signal() }
+            }
+            #expect(all.wait(timeout: .now() + 60) == .success)
+            again.cancelAndWait()
+            let second = rest.withLock { $0 }
+            #expect(second.first.map { $0 <= first.count && $0 >= first.count - 1 } == true, "first \(first.count) handled, then from \(second.first ?? -1)")
+            #expect(second == Array((second.first ?? 0)...1999))
+        }
+
         @Test("two groups using the same identifier never hear each other's announcements")
         func groupsAreNamespaced() throws {
             let other = try fixture.wormhole("group.other")
