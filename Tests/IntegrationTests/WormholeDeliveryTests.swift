@@ -5,6 +5,9 @@ import Synchronization
 import Testing
 import Wormhole
 
+/// What `wormhole-probe flood` passes: writer and index.
+private struct FloodTick: Decodable, Sendable { var w: Int; var i: Int }
+
 /// Wormhole messages between real processes on a private bus.
 extension IntegrationSuites {
     @Suite("Wormhole delivery", .serialized)
@@ -165,16 +168,15 @@ extension IntegrationSuites {
 
         @Test("a named queue listener with queue: nil gets what waited and what comes while it reads, each writer's in order, one handler at a time; cancelAndWait from its handler returns, and the next listener of the name starts after the last handled")
         func queueListenerOnTheDeliveryThread() throws {
-            struct Tick: Decodable, Sendable { var w: Int; var i: Int }
             let queue = try fixture.wormhole(transiting: .queue)
             try queue.listen(for: "jobs", name: "reader") { _ in }.cancelAndWait()
             let waiting = try ChildProcess("wormhole-probe", ["flood", "group.test", "jobs", "1", "300"], environment: fixture.environment)
             #expect(try waiting.waitForExit(timeout: 60) == 0, "\(waiting.stderr)")
-            let got = Mutex<[Tick]>([])
+            let got = Mutex<[FloodTick]>([])
             let running = Atomic<Int>(0), overlapped = Atomic<Bool>(false)
             let token = Mutex<WormholeListener?>(nil)
             let done = DispatchSemaphore(value: 0)
-            let listener = try queue.listen(for: "jobs", as: Tick.self, name: "reader", queue: nil) { result in
+            let listener = try queue.listen(for: "jobs", as: FloodTick.self, name: "reader", queue: nil) { result in
                 if running.add(1, ordering: .relaxed).newValue > 1 { overlapped.store(true, ordering: .relaxed) }
                 defer { running.subtract(1, ordering: .relaxed) }
                 guard case .success(let tick) = result else { Issue.record("\(result)"); return }
@@ -195,8 +197,8 @@ extension IntegrationSuites {
             #expect(ticks.filter { $0.w == 2 }.map(\.i) == Array(0..<300))
             // The cursor was saved: the name's next listener gets only what is passed after.
             let next = DispatchSemaphore(value: 0)
-            let firstAfter = Mutex<Tick?>(nil)
-            let again = try queue.listen(for: "jobs", as: Tick.self, name: "reader", queue: nil) { result in
+            let firstAfter = Mutex<FloodTick?>(nil)
+            let again = try queue.listen(for: "jobs", as: FloodTick.self, name: "reader", queue: nil) { result in
                 if case .success(let tick) = result { firstAfter.withLock { $0 = $0 ?? tick }; next.signal() }
             }
             let last = try ChildProcess("wormhole-probe", ["flood", "group.test", "jobs", "3", "1"], environment: fixture.environment)
@@ -208,12 +210,11 @@ extension IntegrationSuites {
 
         @Test("a named queue listener with queue: nil cancelled from another thread mid-flood: no handler runs after cancelAndWait returns, and the name's next listener goes on from the last message handled")
         func queueListenerOnTheDeliveryThreadCancelledMidFlood() throws {
-            struct Tick: Decodable, Sendable { var w: Int; var i: Int }
             let queue = try fixture.wormhole(transiting: .queue)
             try queue.listen(for: "jobs", name: "reader") { _ in }.cancelAndWait()
             let handled = Mutex<[Int]>([]), afterCancel = Atomic<Int>(0), cancelled = Atomic<Bool>(false)
             let hundred = DispatchSemaphore(value: 0)
-            let listener = try queue.listen(for: "jobs", as: Tick.self, name: "reader", queue: nil) { result in
+            let listener = try queue.listen(for: "jobs", as: FloodTick.self, name: "reader", queue: nil) { result in
                 if cancelled.load(ordering: .acquiring) { afterCancel.add(1, ordering: .relaxed) }
                 guard case .success(let tick) = result else { Issue.record("\(result)"); return }
                 if handled.withLock({ $0.append(tick.i); return $0.count }) == 100 { hundred.signal() }
@@ -230,7 +231,7 @@ extension IntegrationSuites {
             // The next listener of the name: from the last one handled (at least once), to the end.
             let rest = Mutex<[Int]>([])
             let all = DispatchSemaphore(value: 0)
-            let again = try queue.listen(for: "jobs", as: Tick.self, name: "reader", queue: nil) { result in
+            let again = try queue.listen(for: "jobs", as: FloodTick.self, name: "reader", queue: nil) { result in
                 guard case .success(let tick) = result else { Issue.record("\(result)"); return }
                 if rest.withLock({ $0.append(tick.i); return $0.last }) == 1999 { all.signal() }
             }
