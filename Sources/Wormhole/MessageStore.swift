@@ -3,7 +3,6 @@
 // (`queue`). Every operation that differs by transiting is a requirement here, so the wormhole
 // asks its store instead of switching on the transiting at each call.
 import SystemPackage
-import Synchronization
 
 /// What a written message leaves to the wormhole.
 enum Written: Sendable {
@@ -63,8 +62,11 @@ struct QueueStore: MessageStore {
     /// Syncs and announces passes in groups, when they are synced at all (not on tmpfs).
     let committer: GroupCommit?
     /// The queues this store has used, with their paths made once: every pass and read would
-    /// otherwise parse them again (`FilePath`; in a debug build most of a pass's time).
-    private let made = MadeQueues()
+    /// otherwise parse them again (`FilePath`; in a debug build most of a pass's time). At most
+    /// `madeLimit`, then it starts again (a process that passes to ever new identifiers keeps a
+    /// bounded number).
+    private let made = SharedBox<[String: MessageQueue]>([:])
+    private static let madeLimit = 64
 
     init(layout: Layout, configuration: WormholeConfiguration, committer: GroupCommit?) {
         self.layout = layout
@@ -73,7 +75,13 @@ struct QueueStore: MessageStore {
     }
 
     func queue(_ identifier: String) -> MessageQueue {
-        made.queue(identifier) { MessageQueue(layout: layout, identifier: identifier, configuration: configuration) }
+        if let known = made.withLock({ $0[identifier] }) { return known }
+        let queue = MessageQueue(layout: layout, identifier: identifier, configuration: configuration)
+        made.withLock {
+            if $0.count >= QueueStore.madeLimit { $0.removeAll(keepingCapacity: true) }
+            $0[identifier] = queue
+        }
+        return queue
     }
 
     func write(_ envelope: Envelope, identifier: String) throws(WormholeError) -> Written {
@@ -96,22 +104,5 @@ struct QueueStore: MessageStore {
 
     func source(_ identifier: String, name: String?) throws(WormholeError) -> any MessageSource {
         try QueueSource(queue: queue(identifier), listenerName: name)
-    }
-}
-
-/// A `QueueStore`'s queues by identifier; at most `limit`, then it starts again (a process that
-/// passes to ever new identifiers keeps a bounded number).
-final class MadeQueues: Sendable {
-    private static let limit = 64
-    private let queues = Mutex<[String: MessageQueue]>([:])
-
-    func queue(_ identifier: String, make: () -> MessageQueue) -> MessageQueue {
-        if let known = queues.withLock({ $0[identifier] }) { return known }
-        let queue = make()
-        queues.withLock {
-            if $0.count >= MadeQueues.limit { $0.removeAll(keepingCapacity: true) }
-            $0[identifier] = queue
-        }
-        return queue
     }
 }
