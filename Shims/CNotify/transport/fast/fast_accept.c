@@ -53,7 +53,8 @@ static void adopt(cn_fast *f, cn_fast_poster *p, cn_fast_poster *r) {
     r->io.events = p->io.events; /* never direct: not proved until now */
     r->polled = p->polled;
     r->pid = p->pid;
-    r->uid = p->uid;
+    r->uid = p->uid; /* the kernel's word for this connection: what its frames are judged by */
+    r->gid = p->gid;
     if (r->origin != p->origin) cn_map_clear(&r->read_upto, NULL); /* a new numbering */
     r->origin = p->origin;
     r->token = p->token;
