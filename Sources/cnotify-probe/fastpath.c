@@ -309,10 +309,12 @@ int cmd_fp_deaf(int argc, char **argv) {
     return 0;
 }
 
-/* fp-forge CLAIM NAME...: asks for endpoints (Query), takes the first one announced, connects to
- * it, says HELLO as CLAIM ("-": its own unique name), sends the Sync on the bus, then one POST of
- * each NAME (seq 1), and a frame that is no frame at all; "sent N" (or "refused" if the endpoint
- * hung up); idles until stdin closes. */
+/* fp-forge CLAIM NAME... [+]: asks for endpoints (Query), takes the first one announced, connects
+ * to it, says HELLO as CLAIM ("-": its own unique name), sends the Sync on the bus, then one POST
+ * of each NAME (seq 1); "sent N". With a last "+", then one POST per line of stdin, on the same
+ * connection, numbered 2, 3, ... across the lines, each answered "sent NAME SEQ", until an empty line.
+ * Then a frame that is no frame at all ("hung up" if the endpoint hung up); idles until stdin
+ * closes. */
 int cmd_fp_forge(int argc, char **argv) {
     if (argc < 2) return fail("usage: fp-forge CLAIM NAME...", NOTIFY_STATUS_INVALID_REQUEST);
     DBusConnection *conn = raw_connect();
@@ -327,12 +329,23 @@ int cmd_fp_forge(int argc, char **argv) {
     size_t n = fp_frame(buf, 1, 0x0123456789abcdefull, sync, claim);
     int sent = send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n;
     fp_send_sync(conn, owner, sync);
+    int more = strcmp(argv[argc - 1], "+") == 0;
+    if (more) argc--;
     int count = 0;
     for (int i = 1; i < argc && sent; i++) {
         n = fp_frame(buf, 2, 1, 0, argv[i]);
         if (send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n) count++;
     }
     out("sent %d to %s", count, owner);
+    char line[512];
+    uint64_t seq = 1;
+    while (more && fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!line[0]) break;
+        n = fp_frame(buf, 2, ++seq, 0, line);
+        if (send(fd, buf, n, MSG_NOSIGNAL) != (ssize_t)n) break;
+        out("sent %s %llu", line, (unsigned long long)seq);
+    }
     /* Then garbage: a frame of an unknown type. The endpoint must hang up, nothing else. */
     n = fp_frame(buf, 9, 0, 0, "x");
     send(fd, buf, n, MSG_NOSIGNAL);

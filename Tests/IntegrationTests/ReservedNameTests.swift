@@ -116,6 +116,38 @@ extension IntegrationSuites {
             #expect(!observer.lines.contains { $0.hasPrefix("got com.apple.system.timezone") }, "\(observer.lines)")
         }
 
+        @Test("a poster's lane follows notify.conf: once a name is reserved, nobody's next frame of it on the same connection is rejected, though the frames before were taken")
+        func laneFollowsTheConf() throws {
+            let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)
+            defer { observer.kill() }
+            try observer.waitForLine("ready")
+            for name in ["test.later.x", "fp.plain"] {
+                _ = try command(observer, "observe \(name)") { $0 == "observing \(name)" }
+            }
+            let forger = try ChildProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                                                               ChildProcess.productsDirectory + "/cnotify-probe", "fp-forge", "-",
+                                                               "test.later.x", "+"],
+                                          environment: bus.environment, stdin: true)
+            defer { forger.kill() }
+            _ = try forger.waitForLine { $0.hasPrefix("sent 1 to ") }
+            try observer.waitForLine("got test.later.x 1")
+            // The same name again on the same connection: the lane's case.
+            try forger.write("test.later.x\n")
+            try observer.waitForLine("got test.later.x 2")
+            // Reserved for root from now on; every process looks at its notify.conf at most a second apart.
+            try (Self.text + "\nreserve test.later. 0 0 rwr-r-\n").write(toFile: conf, atomically: true, encoding: .utf8)
+            chmod(conf, 0o644)
+            try repeatUntil(timeout: 20, interval: 0.2, "the observer to reject nobody's frame of test.later.x", action: {
+                try forger.write("test.later.x\n")
+            }, done: { (try? stats(observer)["rejected"]) ?? 0 >= 1 })
+            // From then on none is taken: a frame of it, then one of a plain name, read in order.
+            let taken = observer.lines.filter { $0.hasPrefix("got test.later.x") }.count
+            try forger.write("test.later.x\nfp.plain\n")
+            _ = try observer.waitForLine { $0.hasPrefix("got fp.plain ") }
+            #expect(observer.lines.filter { $0.hasPrefix("got test.later.x") }.count == taken, "\(observer.lines)")
+            #expect(try stats(observer)["rejected"]! >= 2)
+        }
+
         @Test("a registration of a name whose r bits leave a user out is NOT_AUTHORIZED, as notifyd answers it")
         func reservedRead() throws {
             let refused = try bus.runAsNobody("notifyutil", ["-w", "test.secret.x"])

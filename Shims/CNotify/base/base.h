@@ -293,6 +293,10 @@ int cn_conf_needs_proof(const cn_conf_reserve *r);
 int cn_policy_reserve(const char *name, cn_conf_reserve *out);
 /* The same from what was read last, with no look at the files: for callers holding a lock. */
 int cn_policy_reserve_cached(const char *name, cn_conf_reserve *out);
+/* Looks at the files if they are due, as cn_policy_reserve does; then a number that changes
+ * whenever what was read changes: an answer of cn_name_guard holds while it stays the same (a
+ * poster's lane, transport/fast/fast_endpoint.c). Takes no lock while the files are not due. */
+uint64_t cn_policy_generation(void);
 
 /* guard.c: who may post `name`. kind 0: anyone; 1: those cn_guard_allows (a user.uid.N name:
  * N and root; a reserved name: its reserve's owner, group or others, as its mode says, and root);

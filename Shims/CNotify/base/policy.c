@@ -31,6 +31,10 @@ static cn_mutex policy_lock = CN_MUTEX_INITIALIZER(CN_LOCK_POLICY);
 static cn_conf current;
 static uint64_t current_sig, checked_at_ms;
 static int loaded, refreshing;
+/* When the files are next due to be looked at: until then a question takes no lock (0: at once). */
+static _Atomic uint64_t next_look_ms;
+/* Counts the times `current` changed (under policy_lock); read with none (cn_policy_generation). */
+static _Atomic uint64_t generation;
 
 /* ---- the files ---- */
 
@@ -157,6 +161,7 @@ static void notice_problem(void *ctx, const char *file, unsigned line, const cha
  * while reading. */
 static void refresh_files(int force) {
     uint64_t now = cn_now_ms();
+    if (!force && now < atomic_load_explicit(&next_look_ms, memory_order_acquire)) return;
     cn_mutex_lock(&policy_lock);
     int due = !refreshing && (!loaded || force || now - checked_at_ms >= CN_CONF_RECHECK_MS);
     if (due) refreshing = 1;
@@ -179,8 +184,10 @@ static void refresh_files(int force) {
         current_sig = sig;
         loaded = 1;
         fresh = old; /* freed below, with no lock held */
+        atomic_fetch_add_explicit(&generation, 1, memory_order_release);
     }
     checked_at_ms = now;
+    atomic_store_explicit(&next_look_ms, now + CN_CONF_RECHECK_MS, memory_order_release);
     refreshing = 0;
     cn_mutex_unlock(&policy_lock);
     cn_conf_free(&fresh);
@@ -196,6 +203,11 @@ void CNotify_conf_reload(void) {
 int cn_policy_reserve(const char *name, cn_conf_reserve *out) {
     refresh();
     return cn_policy_reserve_cached(name, out);
+}
+
+uint64_t cn_policy_generation(void) {
+    refresh();
+    return atomic_load_explicit(&generation, memory_order_acquire);
 }
 
 int cn_policy_reserve_cached(const char *name, cn_conf_reserve *out) {

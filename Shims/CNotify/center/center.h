@@ -34,6 +34,8 @@ typedef struct cn_name_slot {
     cn_entry *first[2];         /* most names have one or two observers: no second allocation */
 } cn_name_slot;
 #define CN_SLOT_INLINE 2
+#define CN_REGISTRY_NAME_KEPT 96
+#define CN_REGISTRY_KEPT 4
 typedef struct cn_registry {
     cn_mutex lock;
     pthread_cond_t cond;            /* an invocation ended */
@@ -42,6 +44,13 @@ typedef struct cn_registry {
     cn_map ids;                     /* id -> cn_entry (live, not removed) */
     uint64_t next_id;
     cn_entry *running;              /* the entry whose callback runs now */
+    /* The last name a snapshot was taken of and its entries, exact and through namespaces (docs/
+     * DESIGN.md "A known poster's lane"): the next snapshot of that name copies them, with no
+     * look-up in either map. Emptied by every add and remove. */
+    int has_kept;
+    char kept_name[CN_REGISTRY_NAME_KEPT];
+    cn_entry *kept[CN_REGISTRY_KEPT];
+    size_t nkept;
 } cn_registry;
 void cn_registry_init(cn_registry *r);
 void cn_registry_free(cn_registry *r);
@@ -86,8 +95,13 @@ void cn_subs_release(cn_subscriptions *s, cn_transport *t, const char *key, cn_k
 void cn_subs_resubscribe(cn_subscriptions *s, cn_transport *t, uint64_t gen);
 
 /* ---- received.c: sequence numbers of received posts (gaps, duplicates) ---- */
+#define CN_RECEIVED_KEY_KEPT 128
 typedef struct cn_received {
     cn_map last_seq;                /* "origin-or-sender\nname" -> last sequence; "sender\n" -> gaps counted */
+    /* The last post's key and its slot in last_seq: a poster's next post of the same name finds it
+     * with no look-up (docs/DESIGN.md "A known poster's lane"). "" when none; emptied with the map. */
+    char last_key[CN_RECEIVED_KEY_KEPT];
+    void **last_slot;
 } cn_received;
 typedef enum { CN_POST_FRESH, CN_POST_DUPLICATE } cn_post_verdict;
 /* Notes `post` (loop thread); *gaps gets how many posts its number says were lost on the way. */

@@ -11,7 +11,8 @@
  *    taken of that name from that poster and origin, whichever path brought it, since its copies
  *    come twice and either may come first. Keyed by the proved sender, never by the origin alone.
  * A copy that stands for posts its poster held back (PROTOCOL.md "Bus copies, coalesced": its
- * count) closes that much of a jump: coalesced, not lost.
+ * count) closes that much of a jump: coalesced, not lost. The last key's slot is kept: the same
+ * poster's next post of the same name (a fan-out's usual case) skips the map.
  */
 #include <string.h>
 #include "center.h"
@@ -69,13 +70,32 @@ static int key_of(const cn_received_post *post, char *key, size_t cap) {
     return 0;
 }
 
+/* The map emptied, and the slot kept from it. */
+static void clear(cn_received *r) {
+    cn_map_clear(&r->last_seq, NULL);
+    r->last_key[0] = '\0';
+    r->last_slot = NULL;
+}
+
+/* The slot of `key`: the one kept when it is the last key noted, else from the map (then kept). */
+static void **slot_of(cn_received *r, const char *key) {
+    if (r->last_slot && strcmp(r->last_key, key) == 0) return r->last_slot;
+    if (r->last_seq.count > CN_MAP_BOUND) clear(r);
+    void **slot = cn_map_upsert(&r->last_seq, key);
+    size_t len = strlen(key);
+    if (slot && len < sizeof r->last_key) {
+        memcpy(r->last_key, key, len + 1);
+        r->last_slot = slot;
+    }
+    return slot;
+}
+
 cn_post_verdict cn_received_note(cn_received *r, const cn_received_post *post, uint64_t *gaps) {
     *gaps = 0;
     if (!post->has_seq || !post->sender) return CN_POST_FRESH;
     char key[CNOTIFY_NAME_MAX + 256 + 16 + 2];
     if (key_of(post, key, sizeof key) != 0) return CN_POST_FRESH;
-    if (r->last_seq.count > CN_MAP_BOUND) cn_map_clear(&r->last_seq, NULL);
-    void **slot = cn_map_upsert(&r->last_seq, key);
+    void **slot = slot_of(r, key);
     if (!slot) return CN_POST_FRESH;
     uint64_t last = (uintptr_t)*slot, seq = post->seq;
     /* Two paths: at or below the highest taken is a copy taken already. */
@@ -96,4 +116,4 @@ cn_post_verdict cn_received_note(cn_received *r, const cn_received_post *post, u
     return CN_POST_FRESH;
 }
 
-void cn_received_forget(cn_received *r) { cn_map_clear(&r->last_seq, NULL); }
+void cn_received_forget(cn_received *r) { clear(r); }

@@ -5,6 +5,10 @@
  * Removal rules: an entry marked removed is never called again; a remover on another thread
  * waits while that entry's callback runs; memory and the binding's context are released by
  * whoever drops the last pin (cn_entry.pins).
+ *
+ * The last snapshot's name and entries are kept (a few, under the lock): the next post of that
+ * name is a copy of them. Any add or remove empties what is kept, so it never holds an entry
+ * that a look-up would not find.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,9 +76,17 @@ static cn_name_slot *slot_with_room_locked(cn_registry *r, cn_map *m, const char
     return slot;
 }
 
+/* What the last snapshot kept no longer holds: its entries or names changed. */
+static void forget_kept_locked(cn_registry *r) {
+    CN_ASSERT_HELD(&r->lock);
+    r->has_kept = 0;
+    r->nkept = 0;
+}
+
 uint32_t cn_registry_add(cn_registry *r, cn_entry *e, uint64_t *id) {
     char idkey[CN_ID_KEY_LEN];
     cn_mutex_lock(&r->lock);
+    forget_kept_locked(r);
     cn_name_slot *slot = slot_with_room_locked(r, map_of(r, e->is_namespace), e->name);
     if (slot) {
         e->id = r->next_id + 1;
@@ -172,6 +184,7 @@ void cn_registry_remove(cn_registry *r, const char *name, int is_namespace, uint
     *out = (cn_removal){ NULL, 0, 0 };
     char idkey[CN_ID_KEY_LEN];
     cn_mutex_lock(&r->lock);
+    forget_kept_locked(r);
     if (id) { /* one entry: found by its id, not by copying every key */
         cn_entry *e = cn_map_get(&r->ids, cn_id_key(id, idkey));
         if (e) { name = e->name; is_namespace = e->is_namespace; }
@@ -221,10 +234,38 @@ static cn_entry **snapshot_add_locked(cn_registry *r, cn_entry **snap, cn_entry 
     return snap;
 }
 
+/* The kept entries of `name`, pinned into `stack`: how many, or -1 when none are kept for it. */
+static long kept_locked(cn_registry *r, const char *name, cn_entry **stack, size_t stack_len) {
+    CN_ASSERT_HELD(&r->lock);
+    if (!r->has_kept || r->nkept > stack_len || strcmp(r->kept_name, name) != 0) return -1;
+    for (size_t i = 0; i < r->nkept; i++) {
+        stack[i] = r->kept[i];
+        stack[i]->pins++;
+    }
+    return (long)r->nkept;
+}
+
+/* A snapshot of `name` of `n` entries, kept for the next one when it is small. */
+static void keep_locked(cn_registry *r, const char *name, cn_entry *const *snap, size_t n) {
+    CN_ASSERT_HELD(&r->lock);
+    size_t len = strlen(name);
+    if (n > CN_REGISTRY_KEPT || len >= sizeof r->kept_name) return;
+    memcpy(r->kept_name, name, len + 1);
+    memcpy(r->kept, snap, n * sizeof *snap);
+    r->nkept = n;
+    r->has_kept = 1;
+}
+
 size_t cn_registry_snapshot(cn_registry *r, const char *name, cn_entry **stack, size_t stack_len, cn_entry ***out) {
     cn_entry **snap = stack;
     size_t n = 0, cap = stack_len;
     cn_mutex_lock(&r->lock);
+    long kept = kept_locked(r, name, stack, stack_len);
+    if (kept >= 0) {
+        cn_mutex_unlock(&r->lock);
+        *out = stack;
+        return (size_t)kept;
+    }
     cn_name_slot *slot = cn_map_get(&r->names, name);
     if (slot && slot->count) snap = snapshot_add_locked(r, snap, stack, &n, &cap, slot);
     /* Namespace observers: of each prefix of the name that ends at a dot, and of the whole name
@@ -240,6 +281,7 @@ size_t cn_registry_snapshot(cn_registry *r, const char *name, cn_entry **stack, 
             if (ns && ns->count) snap = snapshot_add_locked(r, snap, stack, &n, &cap, ns);
         }
     }
+    if (snap) keep_locked(r, name, snap, n);
     cn_mutex_unlock(&r->lock);
     *out = snap ? snap : stack;
     return snap ? n : 0;

@@ -7,6 +7,7 @@
  * paths (the fast path's): at or below the highest taken is a duplicate, keyed by that poster. A
  * copy standing for posts its poster held back (its count) closes that much of a jump.
  */
+#include <stdio.h>
 #include <string.h>
 #include "../center.h"
 #include "../../base/tests/check.h"
@@ -92,6 +93,26 @@ int main(void) {
     held.seq = 108;
     CHECK(cn_received_note(&c, &held, &gaps) == CN_POST_DUPLICATE, "108 again");
     cn_received_forget(&c);
+    /* The last key's slot is kept (a poster's next post of a name skips the map): it follows
+     * a switch of key and back, and is never used once the map was emptied (under ASan a stale
+     * slot would be a use after free; without it, 10 would be taken for the same post again). */
+    cn_received k = { 0 };
+    CHECK(note(&k, ":1.7", 3, "k.a", 10, &gaps) == CN_POST_FRESH, "k.a 10");
+    CHECK(note(&k, ":1.7", 3, "k.b", 10, &gaps) == CN_POST_FRESH, "k.b 10");
+    CHECK(note(&k, ":1.7", 3, "k.a", 10, &gaps) == CN_POST_DUPLICATE, "k.a 10 again, after k.b");
+    CHECK(note(&k, ":1.7", 3, "k.a", 11, &gaps) == CN_POST_FRESH && gaps == 0, "k.a 11");
+    CHECK(note(&k, ":1.7", 3, "k.a", 11, &gaps) == CN_POST_DUPLICATE, "k.a 11 again, kept");
+    cn_received_forget(&k);
+    CHECK(note(&k, ":1.7", 3, "k.a", 11, &gaps) == CN_POST_FRESH && gaps == 0, "k.a 11 after forget: a new numbering");
+    /* Emptied at its bound: the kept key is one of the keys that go. */
+    for (unsigned i = 0; i <= CN_MAP_BOUND; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "fill.%u", i);
+        note(&k, ":1.8", 4, name, 1, &gaps);
+    }
+    CHECK(note(&k, ":1.8", 4, "fill.0", 1, &gaps) == CN_POST_FRESH, "fill.0 1 after the map was emptied at its bound");
+    CHECK(note(&k, ":1.8", 4, "fill.0", 1, &gaps) == CN_POST_DUPLICATE, "and 1 again");
+    cn_received_forget(&k);
     /* A post with no number, or no sender: fresh, never counted. */
     cn_received_post bare = { .name = "a.b", .sender = NULL, .origin = 77, .seq = 10, .has_seq = 1 };
     CHECK(cn_received_note(&r, &bare, &gaps) == CN_POST_FRESH && gaps == 0, "no sender");

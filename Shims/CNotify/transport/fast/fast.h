@@ -162,6 +162,16 @@ void cn_announce_disconnected(cn_fast *f);
  * the bus's credentials asked. CN_P_SYNC: proved, a barrier's Sync awaited. CN_P_READY: read. */
 enum { CN_P_HELLO, CN_P_PROOF, CN_P_CRED, CN_P_SYNC, CN_P_READY, CN_P_CLOSED };
 struct held_frames;
+/* A poster's lane (fast_endpoint.c, docs/DESIGN.md "A known poster's lane"): the last name read
+ * from its connection whose guard let it through, under notify.conf's generation `policy`, and
+ * that name's slot in read_upto. The next frame of the same name asks neither again. Emptied
+ * whenever the connection, its credentials or read_upto change (cn_poster_lane_reset). */
+#define CN_FAST_LANE_NAME 95
+typedef struct cn_fast_lane {
+    char name[CN_FAST_LANE_NAME + 1];   /* "" when empty */
+    void **read;                        /* its slot in read_upto */
+    uint64_t policy;                    /* cn_policy_generation() when its guard was asked */
+} cn_fast_lane;
 struct cn_fast_poster {
     cn_fast_file io;                    /* first: the polled connection; ch NULL once closed */
     int state;
@@ -170,6 +180,7 @@ struct cn_fast_poster {
     pid_t pid;                          /* SO_PEERCRED: the kernel's word */
     uid_t uid;
     gid_t gid;
+    cn_fast_lane lane;                  /* beside what a frame reads: one post touches few lines */
     uint64_t accepted_at;               /* ms; an unverified connection's clock */
     uint64_t request;                   /* P_CRED: the credentials request */
     char claim[256];                    /* unverified: the unique name its HELLO claims */
@@ -187,6 +198,10 @@ int cn_poster_unverified(const cn_fast_poster *p);  /* connected, not proved yet
 /* Proved connections being read move to the loop's own poll set while it has room (cn_fast_direct). */
 void cn_endpoint_offer_direct(cn_fast *f);
 void cn_poster_close_fd(cn_fast *f, cn_fast_poster *p);
+/* Its lane emptied: its connection or credentials changed. */
+void cn_poster_lane_reset(cn_fast_poster *p);
+/* read_upto emptied (a new numbering, its bound), and the lane, whose slot was in it. */
+void cn_poster_forget_reads(cn_fast_poster *p);
 void cn_poster_drop(cn_fast *f, cn_fast_poster *p); /* unlisted (and its record gone) and freed */
 /* A connection ends: the record stays while it is the bus connection's, else it goes. */
 void cn_poster_close(cn_fast *f, cn_fast_poster *p);

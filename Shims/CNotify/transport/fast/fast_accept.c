@@ -55,7 +55,8 @@ static void adopt(cn_fast *f, cn_fast_poster *p, cn_fast_poster *r) {
     r->pid = p->pid;
     r->uid = p->uid; /* the kernel's word for this connection: what its frames are judged by */
     r->gid = p->gid;
-    if (r->origin != p->origin) cn_map_clear(&r->read_upto, NULL); /* a new numbering */
+    cn_poster_lane_reset(r); /* its guard's answers were for the connection before */
+    if (r->origin != p->origin) cn_poster_forget_reads(r); /* a new numbering */
     r->origin = p->origin;
     r->token = p->token;
     p->io.ch = NULL;

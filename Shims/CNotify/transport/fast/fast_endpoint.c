@@ -5,7 +5,10 @@
  * that its posts keep their order across the two paths. Each copy goes up marked as one of a
  * poster with two paths: which is a duplicate is the center's rule (center/received.c). A
  * connection whose poster left the bus (departed) passes every barrier: all it wrote is read.
- * Restricted names are checked against the kernel's uid. Loop thread only.
+ * Restricted names are checked against the kernel's uid and gid. A poster's next frame of the
+ * name it just posted takes its lane (docs/DESIGN.md "A known poster's lane"): the guard's answer
+ * and the read_upto slot kept from the frame before, while notify.conf stays as it was. Loop
+ * thread only.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -30,21 +33,38 @@ void cn_endpoint_resume(cn_fast *f, cn_fast_poster *p) {
     if (!p->polled || p->departed) cn_endpoint_read(f, p, 0);
 }
 
-/* How far the connection was read, per name: the highest number read (bounded). */
-static void note_read(cn_fast_poster *p, const char *name, uint64_t seq) {
-    if (p->read_upto.count > CN_MAP_BOUND) cn_map_clear(&p->read_upto, NULL);
-    void **slot = cn_map_upsert(&p->read_upto, name);
-    if (slot && (uint64_t)(uintptr_t)*slot < seq) *slot = (void *)(uintptr_t)seq;
+/* The slot of `name` in how far the connection was read (the highest number read, bounded). */
+static void **read_slot(cn_fast_poster *p, const char *name) {
+    if (p->read_upto.count > CN_MAP_BOUND) cn_poster_forget_reads(p);
+    return cn_map_upsert(&p->read_upto, name);
+}
+
+/* The lane's slot for a frame of `name`, when the lane holds that name under notify.conf's
+ * generation `policy`: the guard let it through then and would now. NULL: ask the guard. */
+static void **lane_slot(cn_fast_poster *p, const char *name, uint64_t policy) {
+    cn_fast_lane *lane = &p->lane;
+    return lane->read && lane->policy == policy && strcmp(lane->name, name) == 0 ? lane->read : NULL;
 }
 
 static void post_frame(cn_fast *f, cn_fast_poster *p, const cn_fast_frame *fr) {
-    cn_guard g;
-    int guarded = cn_is_self_name(fr->name) ? -1 : cn_name_guard(fr->name, &g); /* loop thread, no lock held */
-    if (guarded < 0 || (guarded > 0 && !cn_guard_allows(&g, p->uid, &p->gid, 1))) {
-        f->up.post_rejected(f->up.ctx); /* the kernel's uid (or group) may not post it: a forgery */
-        return;
+    uint64_t policy = cn_policy_generation(); /* read before the guard: a change after it empties the lane */
+    void **read = lane_slot(p, fr->name, policy);
+    if (!read) {
+        cn_guard g;
+        int guarded = cn_is_self_name(fr->name) ? -1 : cn_name_guard(fr->name, &g); /* loop thread, no lock held */
+        if (guarded < 0 || (guarded > 0 && !cn_guard_allows(&g, p->uid, &p->gid, 1))) {
+            f->up.post_rejected(f->up.ctx); /* the kernel's uid (or group) may not post it: a forgery */
+            return;
+        }
+        read = read_slot(p, fr->name);
+        size_t len = strlen(fr->name);
+        if (read && len <= CN_FAST_LANE_NAME) { /* a longer name always takes the whole path */
+            memcpy(p->lane.name, fr->name, len + 1);
+            p->lane.read = read;
+            p->lane.policy = policy;
+        }
     }
-    note_read(p, fr->name, fr->seq);
+    if (read && (uint64_t)(uintptr_t)*read < fr->seq) *read = (void *)(uintptr_t)fr->seq;
     /* Whether its bus copy came first is the center's rule (center/received.c): two paths. */
     cn_received_post up = { fr->name, p->unique, p->origin, fr->seq, 1, 1 };
     if (f->up.post_arrived(f->up.ctx, &up)) atomic_fetch_add(&f->fast_delivered, 1);

@@ -38,12 +38,23 @@ void cn_poster_close_fd(cn_fast *f, cn_fast_poster *p) {
     if (cn_poster_unverified(p)) f->endpoint.unverified--;
     cn_fast_file_close(f, &p->io); /* out of the set whether polled or not: harmless */
     p->polled = 0;
+    cn_poster_lane_reset(p); /* a connection that replaces it is judged afresh */
+}
+
+void cn_poster_lane_reset(cn_fast_poster *p) {
+    p->lane.name[0] = '\0';
+    p->lane.read = NULL;
+}
+
+void cn_poster_forget_reads(cn_fast_poster *p) {
+    cn_map_clear(&p->read_upto, NULL);
+    cn_poster_lane_reset(p);
 }
 
 static void poster_free(cn_fast *f, cn_fast_poster *p) {
     cn_poster_close_fd(f, p);
     free(p->held);
-    cn_map_clear(&p->read_upto, NULL);
+    cn_poster_forget_reads(p);
     free(p);
 }
 
