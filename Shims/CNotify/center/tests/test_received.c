@@ -95,7 +95,7 @@ int main(void) {
     cn_received_forget(&c);
     /* The last key's slot is kept (a poster's next post of a name skips the map): it follows
      * a switch of key and back, and is never used once the map was emptied (under ASan a stale
-     * slot would be a use after free; without it, 10 would be taken for the same post again). */
+     * slot is a use after free; without ASan, 11 could read as the same post again). */
     cn_received k = { 0 };
     CHECK(note(&k, ":1.7", 3, "k.a", 10, &gaps) == CN_POST_FRESH, "k.a 10");
     CHECK(note(&k, ":1.7", 3, "k.b", 10, &gaps) == CN_POST_FRESH, "k.b 10");
