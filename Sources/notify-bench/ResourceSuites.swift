@@ -160,12 +160,26 @@ func fanoutSuite(_ options: Options) throws -> [Metric] {
     defer { bus.stop() }
     let env = ["DARWIN_NOTIFY_BUS": bus.address]
     let observers = 100, posts = max(20, min(options.samples / 100, 100))
-    func run(tool: String, stamp: [String], poster: [String]) throws -> [Double] {
+    /// The CPU time of every thread of `children` so far, ns (/proc/PID/task/*/schedstat).
+    func cpuNanoseconds(_ children: [Child]) -> UInt64 {
+        children.reduce(0) { sum, child in
+            let tasks = "/proc/\(child.process.processIdentifier)/task"
+            let ids = (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? []
+            return sum + ids.reduce(0) { total, id in
+                let text = (try? String(contentsOfFile: "\(tasks)/\(id)/schedstat", encoding: .utf8)) ?? ""
+                return total + (text.split(separator: " ").first.flatMap { UInt64($0) } ?? 0)
+            }
+        }
+    }
+    /// µs until the last observer had each post, and the observers' CPU per post each (µs).
+    func run(tool: String, stamp: [String], poster: [String]) throws -> (arrivals: [Double], cpu: Double) {
         let children = try (0..<observers).map { _ in try Child(tool, stamp, environment: env) }
         defer { children.forEach { $0.kill() } } // idle observers: no need to wait for them
         for child in children { _ = try child.readLine { $0 == "ready" } }
+        let cpuBefore = cpuNanoseconds(children)
         let postTimes = try Child(tool, poster, environment: env).readToEnd()
             .split(separator: "\n").compactMap { UInt64($0) }
+        let cpu = Double(cpuNanoseconds(children) &- cpuBefore) / 1000 / Double(observers * posts)
         guard postTimes.count == posts else { throw BenchError("poster made \(postTimes.count) of \(posts) posts") }
         var last = [UInt64](repeating: 0, count: posts)
         for child in children {
@@ -174,7 +188,7 @@ func fanoutSuite(_ options: Options) throws -> [Metric] {
                 last[k] = max(last[k], UInt64(line)!)
             }
         }
-        return zip(last, postTimes).map { Double($0 &- $1) / 1000 } // µs until the last observer
+        return (zip(last, postTimes).map { Double($0 &- $1) / 1000 }, cpu) // µs until the last observer
     }
     let name = "fanout.x"
     // Alternating rounds, so that a slow spell of this machine falls on both alike.
@@ -197,6 +211,7 @@ func fanoutSuite(_ options: Options) throws -> [Metric] {
     var floor: [Double] = [], ours: [Double] = [], socket: [Double] = [], ratios: [Double] = [], socketRatios: [Double] = []
     var written: [Double] = [], writtenRatios: [Double] = [], looped: [Double] = [], loopedRatios: [Double] = []
     var broadcast: [Double] = [], broadcastRatios: [Double] = []
+    var floorCPU: [Double] = [], oursCPU: [Double] = []
     func median(_ v: [Double]) -> Double { let s = v.sorted(); return s[s.count / 2] }
     func spread(_ v: [Double]) -> String { v.map { String(format: "%.2f", $0) }.joined(separator: ", ") }
     for _ in 0..<options.rounds {
@@ -206,22 +221,28 @@ func fanoutSuite(_ options: Options) throws -> [Metric] {
         let w = try bare("write")
         let l = try bare("loop")
         let b = try bare("broadcast")
-        floor += f
-        ours += o
+        floor += f.arrivals
+        ours += o.arrivals
+        floorCPU.append(f.cpu)
+        oursCPU.append(o.cpu)
         socket += s
         written += w
         looped += l
         broadcast += b
-        ratios.append(median(o) / median(f))
-        socketRatios.append(median(s) / median(f))
-        writtenRatios.append(median(w) / median(f))
-        loopedRatios.append(median(l) / median(f))
-        broadcastRatios.append(median(b) / median(f))
+        ratios.append(median(o.arrivals) / median(f.arrivals))
+        socketRatios.append(median(s) / median(f.arrivals))
+        writtenRatios.append(median(w) / median(f.arrivals))
+        loopedRatios.append(median(l) / median(f.arrivals))
+        broadcastRatios.append(median(b) / median(f.arrivals))
     }
     return [
         Metric(label: "floor: 1 → 100 processes, median of \(floor.count)", value: median(floor), unit: "µs", reference: nil, goal: .none),
         Metric(label: "C center: 1 → 100 processes, median of \(ours.count)", value: median(ours), unit: "µs", reference: median(floor),
                goal: .atMost(0.50), note: "rounds: \(spread(ratios))"),
+        // CPU varies less than the time to the last observer: what an A/B of two builds reads.
+        Metric(label: "C center: observers' CPU per post each, vs the floor's", value: median(oursCPU), unit: "µs",
+               reference: median(floorCPU), goal: .none,
+               note: "rounds: \(oursCPU.map { String(format: "%.1f", $0) }.joined(separator: ", ")) µs; the floor's \(floorCPU.map { String(format: "%.1f", $0) }.joined(separator: ", ")) µs"),
         Metric(label: "plain socket 1 → 100, median of \(socket.count)", value: median(socket), unit: "µs",
                reference: median(floor), goal: .none, note: "rounds: \(spread(socketRatios))"),
         Metric(label: "plain socket, each arrival written as above, median of \(written.count)", value: median(written), unit: "µs",
