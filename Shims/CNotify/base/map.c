@@ -15,7 +15,7 @@ static cn_map_node **find(cn_map *m, const char *key, uint64_t h) {
     return p;
 }
 
-void *cn_map_get(cn_map *m, const char *key) {
+CN_HOT void *cn_map_get(cn_map *m, const char *key) {
     cn_map_node **p = find(m, key, hash_key(key));
     return (p && *p) ? (*p)->value : NULL;
 }
@@ -50,7 +50,7 @@ static cn_map_node *new_node(const char *key, uint64_t h, void *value) {
     return node;
 }
 
-void **cn_map_upsert(cn_map *m, const char *key) {
+CN_HOT void **cn_map_upsert(cn_map *m, const char *key) {
     uint64_t h = hash_key(key);
     cn_map_node **p = find(m, key, h);
     if (p && *p) return &(*p)->value;

@@ -10,7 +10,7 @@
 
 /* UTF-8 as D-Bus accepts it in a string (the names travel as one): well formed, shortest form, no
  * surrogate, nothing past U+10FFFF. Ours rather than libdbus's, so the names policy needs no bus. */
-int cn_utf8_valid(const char *text) {
+CN_HOT int cn_utf8_valid(const char *text) {
     const unsigned char *s = (const unsigned char *)text;
     while (*s) {
         unsigned c = *s, n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : 4;

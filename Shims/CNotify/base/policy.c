@@ -159,7 +159,7 @@ static void notice_problem(void *ctx, const char *file, unsigned line, const cha
 
 /* Reads the files again if they changed (at most once a second, unless `now`). No lock held
  * while reading. */
-static void refresh_files(int force) {
+CN_HOT static void refresh_files(int force) {
     uint64_t now = cn_now_ms();
     if (!force && now < atomic_load_explicit(&next_look_ms, memory_order_acquire)) return;
     cn_mutex_lock(&policy_lock);
@@ -205,7 +205,7 @@ int cn_policy_reserve(const char *name, cn_conf_reserve *out) {
     return cn_policy_reserve_cached(name, out);
 }
 
-uint64_t cn_policy_generation(void) {
+CN_HOT uint64_t cn_policy_generation(void) {
     refresh();
     return atomic_load_explicit(&generation, memory_order_acquire);
 }

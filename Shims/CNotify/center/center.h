@@ -39,6 +39,7 @@ typedef struct cn_name_slot {
 typedef struct cn_registry {
     cn_mutex lock;
     pthread_cond_t cond;            /* an invocation ended */
+    unsigned waiting;               /* removers waiting on cond */
     cn_map names;                   /* name -> cn_name_slot */
     cn_map namespaces;              /* namespace -> cn_name_slot */
     cn_map ids;                     /* id -> cn_entry (live, not removed) */

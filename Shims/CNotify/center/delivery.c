@@ -65,7 +65,7 @@ static int claim_destroy(CNotify_center *c) {
 
 const cn_received_post *cn_delivering_post(CNotify_center *c) { return tl_delivering == c ? &tl_post : NULL; }
 
-static void run_entries(CNotify_center *c, const char *name) {
+CN_HOT static void run_entries(CNotify_center *c, const char *name) {
     cn_entry *stack[16], **snap;
     size_t n = cn_registry_snapshot(&c->registry, name, stack, 16, &snap);
     if (n == 0) atomic_fetch_add_explicit(&c->counters.unmatched, 1, memory_order_relaxed);
@@ -85,7 +85,7 @@ static void run_entries(CNotify_center *c, const char *name) {
 /* What this thread delivers for `c` (cn_in_delivery, cn_delivering_post) while `run(c, arg)` runs
  * its callbacks, the outer delivery's restored after: one mechanism for posts and distributed
  * posts. */
-static void with_delivering_locked(CNotify_center *c, const cn_received_post *post, void (*run)(CNotify_center *, const void *),
+CN_HOT static void with_delivering_locked(CNotify_center *c, const cn_received_post *post, void (*run)(CNotify_center *, const void *),
                                    const void *arg) {
     CN_ASSERT_HELD(&c->delivery.lock);
     if (destroy_wanted(c)) return; /* destroyed by an earlier callback: nothing more runs */
@@ -98,12 +98,12 @@ static void with_delivering_locked(CNotify_center *c, const cn_received_post *po
     tl_post = outer_post;
 }
 
-static void run_post(CNotify_center *c, const void *arg) {
+CN_HOT static void run_post(CNotify_center *c, const void *arg) {
     atomic_fetch_add_explicit(&c->counters.received, 1, memory_order_relaxed);
     run_entries(c, ((const cn_received_post *)arg)->name);
 }
 
-static void deliver_locked(CNotify_center *c, const cn_received_post *post) { with_delivering_locked(c, post, run_post, post); }
+CN_HOT static void deliver_locked(CNotify_center *c, const cn_received_post *post) { with_delivering_locked(c, post, run_post, post); }
 
 /* ---- the `self.` queue ---- */
 
@@ -128,7 +128,7 @@ static void deliver_self_queue_locked(CNotify_center *c) {
 /* Delivers queued `self.` posts unless another thread is running callbacks of `c`. Whoever holds
  * delivery.lock calls this again after releasing it, so a post queued while the trylock fails is
  * never stranded. Then, if a callback of this thread destroyed the center, its owner finishes it. */
-static void self_queue_kick(CNotify_center *c) {
+CN_HOT static void self_queue_kick(CNotify_center *c) {
     while (atomic_load_explicit(&c->delivery.self_queued, memory_order_acquire) > 0 && !destroy_wanted(c)) {
         if (cn_mutex_trylock(&c->delivery.lock) != 0) break;
         deliver_self_queue_locked(c);
@@ -199,7 +199,7 @@ void cn_deliver_distributed(CNotify_center *c, const cn_received_distributed *po
     self_queue_kick(c);
 }
 
-void cn_deliver(CNotify_center *c, const cn_received_post *post) {
+CN_HOT void cn_deliver(CNotify_center *c, const cn_received_post *post) {
     cn_mutex_lock(&c->delivery.lock);
     deliver_locked(c, post);
     cn_mutex_unlock(&c->delivery.lock);

@@ -48,7 +48,7 @@ static void list_remove(CNotify_center *c) {
 
 /* ---- what the transport reports (loop thread) ---- */
 
-static int on_post_arrived(void *ctx, const cn_received_post *post) {
+CN_HOT static int on_post_arrived(void *ctx, const cn_received_post *post) {
     CNotify_center *c = ctx;
     uint64_t gaps;
     if (cn_received_note(&c->received, post, &gaps) == CN_POST_DUPLICATE) {

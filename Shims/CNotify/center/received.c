@@ -78,7 +78,7 @@ static void clear(cn_received *r) {
 }
 
 /* The slot of `key`: the one kept when it is the last key noted, else from the map (then kept). */
-static void **slot_of(cn_received *r, const char *key) {
+CN_HOT static void **slot_of(cn_received *r, const char *key) {
     if (r->last_slot && strcmp(r->last_key, key) == 0) return r->last_slot;
     if (r->last_seq.count > CN_MAP_BOUND) clear(r);
     void **slot = cn_map_upsert(&r->last_seq, key);
@@ -90,7 +90,7 @@ static void **slot_of(cn_received *r, const char *key) {
     return slot;
 }
 
-cn_post_verdict cn_received_note(cn_received *r, const cn_received_post *post, uint64_t *gaps) {
+CN_HOT cn_post_verdict cn_received_note(cn_received *r, const cn_received_post *post, uint64_t *gaps) {
     *gaps = 0;
     if (!post->has_seq || !post->sender) return CN_POST_FRESH;
     char key[CNOTIFY_NAME_MAX + 256 + 16 + 2];

@@ -198,7 +198,11 @@ void cn_registry_remove(cn_registry *r, const char *name, int is_namespace, uint
         remove_everywhere_locked(&w);
     }
     /* Once we return, the callback must not run again: wait out a running invocation. */
-    while (r->running && r->running->removed && !in_delivery) cn_cond_wait(&r->cond, &r->lock);
+    while (r->running && r->running->removed && !in_delivery) {
+        r->waiting++;
+        cn_cond_wait(&r->cond, &r->lock);
+        r->waiting--;
+    }
 done:
     cn_mutex_unlock(&r->lock);
     for (size_t i = 0; i < w.nfree; i++) free_entry(w.to_free[i]);
@@ -235,7 +239,7 @@ static cn_entry **snapshot_add_locked(cn_registry *r, cn_entry **snap, cn_entry 
 }
 
 /* The kept entries of `name`, pinned into `stack`: how many, or -1 when none are kept for it. */
-static long kept_locked(cn_registry *r, const char *name, cn_entry **stack, size_t stack_len) {
+CN_HOT static long kept_locked(cn_registry *r, const char *name, cn_entry **stack, size_t stack_len) {
     CN_ASSERT_HELD(&r->lock);
     if (!r->has_kept || r->nkept > stack_len || strcmp(r->kept_name, name) != 0) return -1;
     for (size_t i = 0; i < r->nkept; i++) {
@@ -256,7 +260,7 @@ static void keep_locked(cn_registry *r, const char *name, cn_entry *const *snap,
     r->has_kept = 1;
 }
 
-size_t cn_registry_snapshot(cn_registry *r, const char *name, cn_entry **stack, size_t stack_len, cn_entry ***out) {
+CN_HOT size_t cn_registry_snapshot(cn_registry *r, const char *name, cn_entry **stack, size_t stack_len, cn_entry ***out) {
     cn_entry **snap = stack;
     size_t n = 0, cap = stack_len;
     cn_mutex_lock(&r->lock);
@@ -287,7 +291,7 @@ size_t cn_registry_snapshot(cn_registry *r, const char *name, cn_entry **stack, 
     return snap ? n : 0;
 }
 
-int cn_registry_begin_run(cn_registry *r, cn_entry *e) {
+CN_HOT int cn_registry_begin_run(cn_registry *r, cn_entry *e) {
     cn_mutex_lock(&r->lock);
     assert(e->pins > 0);
     int run = !e->removed;
@@ -296,12 +300,12 @@ int cn_registry_begin_run(cn_registry *r, cn_entry *e) {
     return run;
 }
 
-void cn_registry_end_run(cn_registry *r, cn_entry *e, int ran) {
+CN_HOT void cn_registry_end_run(cn_registry *r, cn_entry *e, int ran) {
     cn_mutex_lock(&r->lock);
     if (ran) r->running = NULL;
     assert(e->pins > 0);
     int last = --e->pins == 0 && e->removed;
-    pthread_cond_broadcast(&r->cond);
+    if (r->waiting) pthread_cond_broadcast(&r->cond); /* a remover waits for this callback to end */
     cn_mutex_unlock(&r->lock);
     if (last) free_entry(e);
 }

@@ -58,7 +58,7 @@ void cn_loop_wake(cn_loop *l) {
     (void)r; /* EAGAIN means the counter is already non-zero: the thread will wake anyway */
 }
 
-static void drain_wake(cn_loop *l) {
+CN_HOT static void drain_wake(cn_loop *l) {
     /* Cleared before the sources look at their work, so a wake racing with it is never lost. */
     uint64_t v;
     ssize_t r = read(l->wake_fd, &v, sizeof v);
@@ -71,7 +71,7 @@ void cn_loop_unsettle(cn_loop *l) {
 }
 
 /* The poll and the handles, of a prepared round or a lean one. */
-static void poll_and_handle(cn_loop *l, int timeout) {
+CN_HOT static void poll_and_handle(cn_loop *l, int timeout) {
     int r = poll(l->fds, (nfds_t)l->nfds, timeout);
     if (r < 0 && errno != EINTR) {
         l->settled = 0;
@@ -87,7 +87,7 @@ static void poll_and_handle(cn_loop *l, int timeout) {
 }
 
 /* A lean round, when the last one settled: 0 when it must be a prepared one (a deadline came). */
-static int lean_round(cn_loop *l) {
+CN_HOT static int lean_round(cn_loop *l) {
     int timeout = -1;
     if (l->deadline_ms != UINT64_MAX) {
         uint64_t now = cn_now_ms();
@@ -101,7 +101,7 @@ static int lean_round(cn_loop *l) {
 }
 
 /* One round: prepare every source, poll, hand each its descriptors back. */
-static void run_round(cn_loop *l) {
+CN_HOT static void run_round(cn_loop *l) {
     if (l->settled && lean_round(l)) return;
     cn_mutex_lock(&l->lock);
     l->npolled = l->nsources;
@@ -123,7 +123,7 @@ static void run_round(cn_loop *l) {
     poll_and_handle(l, timeout);
 }
 
-static void *loop_main(void *arg) {
+CN_HOT static void *loop_main(void *arg) {
     cn_loop *l = arg;
     tl_loop = l;
     while (!atomic_load_explicit(&l->stopping, memory_order_acquire)) run_round(l);

@@ -4,10 +4,16 @@
  * same name copies what was kept. Every add and every remove must empty what is kept: a
  * snapshot never misses an entry added since, never gives one removed (under ASan, a removed
  * entry no delivery held is freed at once: giving it would be a use after free), and a name
- * with no entry is kept as such until one comes.
+ * with no entry is kept as such until one comes. A remover on another thread waits while the
+ * entry's callback runs, and the end of that callback wakes it (end_run signals only when a
+ * remover waits).
  */
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include "../center.h"
 #include "../../base/tests/check.h"
 
@@ -47,6 +53,58 @@ static void remove_id(cn_registry *r, uint64_t id) {
     cn_registry_remove(r, NULL, 0, id, match_id, NULL, id, 0, &rm);
     CHECK(rm.removed == 1, "removed %zu for id %llu", rm.removed, (unsigned long long)id);
     cn_removal_free(&rm);
+}
+
+typedef struct remover {
+    cn_registry *r;
+    uint64_t id;
+    atomic_int returned;
+} remover;
+
+static void *remove_on_thread(void *arg) {
+    remover *w = arg;
+    remove_id(w->r, w->id);
+    atomic_store(&w->returned, 1);
+    return NULL;
+}
+
+static unsigned waiting(cn_registry *r) {
+    cn_mutex_lock(&r->lock);
+    unsigned n = r->waiting;
+    cn_mutex_unlock(&r->lock);
+    return n;
+}
+
+/* A callback runs (begin_run) while another thread removes its entry: the remover is still
+ * waiting until end_run, which wakes it. */
+static void remover_waits_for_the_callback(cn_registry *r) {
+    uint64_t id = add(r, "running", 0);
+    cn_entry *stack[16], **snap;
+    size_t n = cn_registry_snapshot(r, "running", stack, 16, &snap);
+    CHECK(n == 1 && cn_registry_begin_run(r, snap[0]), "the callback could not start");
+    if (n != 1) return;
+    remover w = { r, id, 0 };
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, remove_on_thread, &w) == 0, "no remover thread");
+    struct timespec limit;
+    clock_gettime(CLOCK_MONOTONIC, &limit);
+    limit.tv_sec += 10;
+    int seen = 0; /* the remover waits on the condition: the handshake, no sleep */
+    for (struct timespec now; !(seen = waiting(r) == 1);) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > limit.tv_sec || (now.tv_sec == limit.tv_sec && now.tv_nsec >= limit.tv_nsec)) break;
+        sched_yield();
+    }
+    CHECK(seen, "the remover never waited for the running callback");
+    CHECK(!atomic_load(&w.returned), "the remove returned while the callback ran");
+    cn_registry_end_run(r, snap[0], 1); /* the callback ends: the remover must be woken */
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 10;
+    int joined = pthread_timedjoin_np(t, NULL, &deadline) == 0;
+    CHECK(joined, "the remover was not woken when the callback ended");
+    if (!joined) _exit(1); /* it waits on r, which main frees */
+    CHECK(atomic_load(&w.returned) && waiting(r) == 0, "after the callback: returned %d, waiting %u", atomic_load(&w.returned), waiting(r));
 }
 
 int main(void) {
@@ -103,6 +161,8 @@ int main(void) {
     CHECK(snapshot(&r, "", ids) == 0, "nothing under \"\"");
     uint64_t all = add(&r, "", 0);
     CHECK(snapshot(&r, "", ids) == 1 && ids[0] == all, "one under \"\" after it was kept empty");
+
+    remover_waits_for_the_callback(&r);
 
     cn_registry_free(&r);
     return check_result("test_registry");

@@ -71,7 +71,7 @@ static size_t source_prepare(void *ctx, struct pollfd *fds, size_t cap, int *tim
     return cn_watches_prepare(b, fds, cap, timeout_ms);
 }
 
-static int source_handle(void *ctx, const struct pollfd *fds, size_t n) {
+CN_HOT static int source_handle(void *ctx, const struct pollfd *fds, size_t n) {
     cn_bus *b = ctx;
     return b->loop_conn ? cn_watches_handle(b, fds, n) : 1; /* disconnected: the prepare reconnects */
 }

@@ -186,7 +186,7 @@ static int run_due_timeouts(cn_bus *b) {
     return ran;
 }
 
-int cn_watches_handle(cn_bus *b, const struct pollfd *fds, size_t n) {
+CN_HOT int cn_watches_handle(cn_bus *b, const struct pollfd *fds, size_t n) {
     cn_bus_watches *ws = &b->watches;
     int changed = ws->grace; /* a backlog: each round looks at it again */
     if (ws->grace) cn_gate_take_backlog(b); /* then write what is left */

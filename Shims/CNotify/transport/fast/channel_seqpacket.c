@@ -5,6 +5,7 @@
  * end (SO_PEERCRED). No file to squat, leave stale or clean up; a token is 128 random bits, so
  * nobody names another's socket in advance. Frames are read 32 at a time (recvmmsg); a full
  * socket refuses a frame (EAGAIN) and how full it is is read with SIOCOUTQ against SO_SNDBUF.
+ * A connection keeps the message headers of its reads, built for the buffer it last read into.
  */
 #include <errno.h>
 #include <poll.h>
@@ -23,9 +24,20 @@
 #define TOKEN_LEN 32
 #define FRAME_LIMIT 65536 /* what send takes (channel.h) */
 
+/* recvmmsg's headers for reads into `into`. recvmmsg writes back only each header's length and
+ * flags, so they hold for every later read into the same buffer: a read of one frame then touches
+ * the two headers the kernel looks at, not the 32 it would otherwise write first (an observer
+ * woken for one post pays for every line it touches: docs/DESIGN.md "A known poster's lane"). */
+typedef struct read_headers {
+    const cn_channel_frames *into;
+    struct iovec iov[CN_CHANNEL_BATCH];
+    struct mmsghdr msgs[CN_CHANNEL_BATCH];
+} read_headers;
+
 typedef struct seqpacket {
-    cn_channel base; /* first */
-    int sndbuf;      /* SO_SNDBUF of this end, bytes; 0: unknown (never pressed) */
+    cn_channel base;       /* first */
+    int sndbuf;            /* SO_SNDBUF of this end, bytes; 0: unknown (never pressed) */
+    read_headers *headers; /* made at the first read; NULL before */
 } seqpacket;
 
 /* The abstract address of `token`; its length into *len. */
@@ -119,16 +131,23 @@ static int sp_send(cn_channel *c, const unsigned char *frame, size_t len) {
     return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
 }
 
-static void sp_read(cn_channel *c, unsigned max, cn_channel_frames *out) {
-    struct iovec iov[CN_CHANNEL_BATCH];
-    struct mmsghdr msgs[CN_CHANNEL_BATCH];
+static void build_headers(read_headers *h, cn_channel_frames *out) {
+    for (unsigned i = 0; i < CN_CHANNEL_BATCH; i++) {
+        h->iov[i] = (struct iovec){ out->data[i], CN_FAST_FRAME_MAX + 1 };
+        h->msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &h->iov[i], .msg_iovlen = 1 } };
+    }
+    h->into = out;
+}
+
+CN_HOT static void sp_read(cn_channel *c, unsigned max, cn_channel_frames *out) {
+    seqpacket *s = (seqpacket *)c;
     if (max > CN_CHANNEL_BATCH) max = CN_CHANNEL_BATCH;
     out->count = 0;
     out->closed = 0;
-    for (unsigned i = 0; i < max; i++) {
-        iov[i] = (struct iovec){ out->data[i], CN_FAST_FRAME_MAX + 1 };
-        msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
-    }
+    read_headers spare, *h = s->headers ? s->headers : (s->headers = calloc(1, sizeof *s->headers));
+    if (!h) h = &spare, h->into = NULL; /* no memory to keep them: built for this read alone */
+    if (h->into != out) build_headers(h, out); /* the last read went into another buffer */
+    struct mmsghdr *msgs = h->msgs;
     int got = max ? recvmmsg(c->fd, msgs, max, MSG_DONTWAIT | MSG_TRUNC, NULL) : 0;
     if (got < 0) {
         out->closed = errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
@@ -186,6 +205,7 @@ static int sp_await_room(const cn_channel_waiter *w, size_t n, int timeout_ms) {
 static void sp_close(cn_channel *c) {
     if (!c) return;
     close(c->fd);
+    free(((seqpacket *)c)->headers);
     free(c);
 }
 

@@ -210,7 +210,7 @@ void cn_endpoint_prepare(cn_fast *f, int *timeout_ms) {
 }
 
 /* A poster's connection is ready: its HELLO, or its frames once proved. */
-static int poster_ready(cn_fast *f, cn_fast_file *io, uint32_t events) {
+CN_HOT static int poster_ready(cn_fast *f, cn_fast_file *io, uint32_t events) {
     cn_fast_poster *p = (cn_fast_poster *)io;
     if (p->state == CN_P_READY && !(events & (EPOLLHUP | EPOLLERR))) { /* the usual call: frames */
         uint64_t closes = f->endpoint.closes;

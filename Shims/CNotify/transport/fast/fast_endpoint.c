@@ -41,12 +41,12 @@ static void **read_slot(cn_fast_poster *p, const char *name) {
 
 /* The lane's slot for a frame of `name`, when the lane holds that name under notify.conf's
  * generation `policy`: the guard let it through then and would now. NULL: ask the guard. */
-static void **lane_slot(cn_fast_poster *p, const char *name, uint64_t policy) {
+CN_HOT static void **lane_slot(cn_fast_poster *p, const char *name, uint64_t policy) {
     cn_fast_lane *lane = &p->lane;
     return lane->read && lane->policy == policy && strcmp(lane->name, name) == 0 ? lane->read : NULL;
 }
 
-static void post_frame(cn_fast *f, cn_fast_poster *p, const cn_fast_frame *fr) {
+CN_HOT static void post_frame(cn_fast *f, cn_fast_poster *p, const cn_fast_frame *fr) {
     uint64_t policy = cn_policy_generation(); /* read before the guard: a change after it empties the lane */
     void **read = lane_slot(p, fr->name, policy);
     if (!read) {
@@ -73,7 +73,7 @@ static void post_frame(cn_fast *f, cn_fast_poster *p, const cn_fast_frame *fr) {
 
 /* One frame of a connection past its HELLO: 1 to go on, 0 when it closed (io.ch NULL) or waits for the
  * Sync of a SYNC it just read (CN_P_SYNC). */
-static int take_frame(cn_fast *f, cn_fast_poster *p, unsigned char *buf, size_t n) {
+CN_HOT static int take_frame(cn_fast *f, cn_fast_poster *p, unsigned char *buf, size_t n) {
     cn_fast_frame fr;
     if (n > CN_FAST_FRAME_MAX || cn_fast_parse(buf, n, &fr) != 0) {
         atomic_fetch_add(&f->refused, 1);
@@ -130,7 +130,7 @@ void cn_poster_unpoll(cn_fast *f, cn_fast_poster *p) {
     p->polled = 0;
 }
 
-void cn_endpoint_read(cn_fast *f, cn_fast_poster *p, uint32_t events) {
+CN_HOT void cn_endpoint_read(cn_fast *f, cn_fast_poster *p, uint32_t events) {
     if (p->state != CN_P_READY) { /* not reading until its Sync (or credentials) */
         if (events & (EPOLLHUP | EPOLLERR)) cn_poster_unpoll(f, p);
         return;

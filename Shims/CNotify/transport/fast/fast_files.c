@@ -65,7 +65,7 @@ int cn_fast_direct(cn_fast *f, cn_fast_file *file) {
     return 1;
 }
 
-int cn_fast_dispatch(cn_fast *f) {
+CN_HOT int cn_fast_dispatch(cn_fast *f) {
     struct epoll_event events[64];
     int ready = epoll_wait(f->epoll_fd, events, 64, 0), changed = ready < 0;
     for (int i = 0; i < ready; i++) {
@@ -93,7 +93,7 @@ size_t cn_fast_files_prepare(cn_fast *f, struct pollfd *fds, size_t cap) {
     return n;
 }
 
-int cn_fast_files_handle(cn_fast *f, const struct pollfd *fds, size_t n) {
+CN_HOT int cn_fast_files_handle(cn_fast *f, const struct pollfd *fds, size_t n) {
     if (n == 0) return 0;
     int changed = 0;
     /* The direct files first: one a callback closes here is out of the epoll set's answer below.

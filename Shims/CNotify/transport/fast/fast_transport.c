@@ -28,7 +28,7 @@ static cn_fast *op(cn_transport *t) {
 
 /* ---- the bus's events, on their way up to the center ---- */
 
-static int on_post_arrived(void *ctx, const cn_received_post *post) {
+CN_HOT static int on_post_arrived(void *ctx, const cn_received_post *post) {
     cn_fast *f = ctx;
     cn_received_post marked = *post;
     marked.two_paths = cn_endpoint_before_bus(f, post);
@@ -92,7 +92,7 @@ static size_t source_prepare(void *ctx, struct pollfd *fds, size_t cap, int *tim
     return cn_fast_files_prepare(f, fds, cap);
 }
 
-static int source_handle(void *ctx, const struct pollfd *fds, size_t n) {
+CN_HOT static int source_handle(void *ctx, const struct pollfd *fds, size_t n) {
     return cn_fast_files_handle(ctx, fds, n);
 }
 

@@ -44,7 +44,7 @@ static uint32_t get_u32(const unsigned char *p) {
     for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
     return v;
 }
-static uint64_t get_u64(const unsigned char *p) {
+CN_HOT static uint64_t get_u64(const unsigned char *p) {
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
     return v;
@@ -79,7 +79,7 @@ size_t cn_fast_post(const char *name, uint64_t seq, unsigned char *out, size_t c
 }
 
 /* `buf` has room for one byte past `len`: the text is NUL-terminated in place. */
-int cn_fast_parse(unsigned char *buf, size_t len, cn_fast_frame *out) {
+CN_HOT int cn_fast_parse(unsigned char *buf, size_t len, cn_fast_frame *out) {
     if (len < HEADER || buf[1] != CN_FAST_WIRE_VERSION || buf[2] || buf[3]) return -1;
     uint32_t tlen = get_u32(buf + 4);
     if (tlen != len - HEADER) return -1;

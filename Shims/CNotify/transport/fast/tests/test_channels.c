@@ -6,10 +6,12 @@
  * a stranger's oversized frame is never cut to look whole; a full connection refuses a frame
  * without blocking, says it is pressed before that, and its room can be awaited with a bound; a
  * hang-up is reported after every frame sent before it; a connection gone is an error to its sender.
+ * Reads into different buffers, in turn, on one connection each fill the buffer they were given.
  */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/wait.h>
@@ -120,6 +122,33 @@ static void peers_and_order(void) {
             read += read_checked(p.observer, read, 100);
         }
         CHECK(read == sent, "%s: %u of %u frames came back whole and in order", ch->name, read, sent);
+    }
+    close_pair(&p);
+}
+
+/* Reads of one connection into two buffers in turn, and into a third made where the first was:
+ * each read fills the buffer it was given (a channel that keeps state between reads keeps it for
+ * the buffer it was built for). */
+static void buffers_in_turn(void) {
+    pair p = { 0 };
+    CHECK(open_pair(&p) == 0, "%s: no connection made", ch->name);
+    if (p.observer) {
+        static cn_channel_frames a, b;
+        cn_channel_frames *c = malloc(sizeof *c);
+        cn_channel_frames *in_turn[] = { &a, &b, &a, c, &b, c };
+        unsigned char frame[CN_FAST_FRAME_MAX], expect[CN_FAST_FRAME_MAX];
+        for (unsigned i = 0; i < 6; i++) CHECK(ch->send(p.poster, frame, frame_of(1000 + i, frame)) == 1, "%s: send %u refused", ch->name, i);
+        for (unsigned i = 0; c && i < 6; i++) {
+            cn_channel_frames *into = in_turn[i];
+            memset(into->data[0], 0, sizeof into->data[0]);
+            into->count = 0;
+            CHECK(readable(p.observer, 2000), "%s: frame %u never came", ch->name, i);
+            ch->read(p.observer, 1, into);
+            size_t len = frame_of(1000 + i, expect);
+            CHECK(into->count == 1 && into->len[0] == len && memcmp(into->data[0], expect, len) == 0,
+                  "%s: read %u did not fill the buffer it was given (count %u)", ch->name, i, into->count);
+        }
+        free(c);
     }
     close_pair(&p);
 }
@@ -268,6 +297,7 @@ int main(void) {
         ch = *c;
         addresses();
         peers_and_order();
+        buffers_in_turn();
         oversized();
         full();
         hang_ups();
