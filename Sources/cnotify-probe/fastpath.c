@@ -316,7 +316,7 @@ int cmd_fp_deaf(int argc, char **argv) {
  * Then a frame that is no frame at all ("hung up" if the endpoint hung up); idles until stdin
  * closes. */
 int cmd_fp_forge(int argc, char **argv) {
-    if (argc < 2) return fail("usage: fp-forge CLAIM NAME...", NOTIFY_STATUS_INVALID_REQUEST);
+    if (argc < 2) return fail("usage: fp-forge CLAIM NAME... [+]", NOTIFY_STATUS_INVALID_REQUEST);
     DBusConnection *conn = raw_connect();
     if (!conn) return fail("connect", NOTIFY_STATUS_SERVER_NOT_FOUND);
     char token[64] = "", owner[256] = "";
