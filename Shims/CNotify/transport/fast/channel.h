@@ -26,11 +26,23 @@ typedef struct cn_channel {
     int fd; /* what the control plane polls: readable when a frame, a connection or a hang-up waits */
 } cn_channel;
 
+/* The groups of the process at the other end, as the kernel gave them when the connection was
+ * made: its gid first, then its supplementary groups (SO_PEERGROUPS), at most CN_CHANNEL_GROUPS
+ * in all. `cut`: it is in more than are kept, or the kernel did not say which (judged by those
+ * kept, it may be refused what one of the others would allow; never allowed more). */
+enum { CN_CHANNEL_GROUPS = 32 };
+typedef struct cn_channel_groups {
+    unsigned n;
+    int cut;
+    gid_t gid[CN_CHANNEL_GROUPS];
+} cn_channel_groups;
+
 /* Who the kernel says is at the other end, as it was when the connection was made. */
 typedef struct cn_channel_peer {
     pid_t pid;
     uid_t uid;
     gid_t gid;
+    cn_channel_groups groups; /* gid first */
 } cn_channel_peer;
 
 /* Frames read in one call, in order. A frame longer than CN_FAST_FRAME_MAX (no sender of ours

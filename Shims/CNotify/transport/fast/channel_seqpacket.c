@@ -2,7 +2,7 @@
  * channel_seqpacket.c: the seqpacket channel (channel.h), the fast path's first: a Unix seqpacket
  * socket in the abstract namespace, "\0darwin-notify/fp/<token>" (docs/PROTOCOL.md "Fast path"),
  * where the kernel keeps each frame's bounds and their order, and gives the process at the other
- * end (SO_PEERCRED). No file to squat, leave stale or clean up; a token is 128 random bits, so
+ * end (SO_PEERCRED, SO_PEERGROUPS). No file to squat, leave stale or clean up; a token is 128 random bits, so
  * nobody names another's socket in advance. Frames are read 32 at a time (recvmmsg); a full
  * socket refuses a frame (EAGAIN) and how full it is is read with SIOCOUTQ against SO_SNDBUF.
  * A connection keeps the message headers of its reads, built for the buffer it last read into.
@@ -68,11 +68,36 @@ static cn_channel *wrap(int fd) {
     return &s->base;
 }
 
+/* The peer's groups: `gid`, then what SO_PEERGROUPS gives (the supplementary groups it had when
+ * the connection was made), as many as are kept. */
+static void groups_of(int fd, gid_t gid, cn_channel_groups *out) {
+    out->gid[0] = gid;
+    out->n = 1;
+    out->cut = 1; /* until the kernel says which */
+    gid_t kept[CN_CHANNEL_GROUPS - 1], *all = kept;
+    socklen_t len = sizeof kept;
+    int r = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, kept, &len);
+    if (r != 0 && errno == ERANGE && len > sizeof kept) { /* more than are kept: len says how many */
+        all = malloc(len);
+        r = all ? getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, all, &len) : -1;
+    }
+    if (r == 0) {
+        size_t count = len / sizeof(gid_t), take = count < CN_CHANNEL_GROUPS - 1 ? count : CN_CHANNEL_GROUPS - 1;
+        memcpy(out->gid + 1, all, take * sizeof(gid_t));
+        out->n = 1 + (unsigned)take;
+        out->cut = take < count;
+    }
+    if (all != kept) free(all);
+}
+
 static int peer_of(int fd, cn_channel_peer *peer) {
     struct ucred cred;
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
-    *peer = (cn_channel_peer){ cred.pid, cred.uid, cred.gid };
+    peer->pid = cred.pid;
+    peer->uid = cred.uid;
+    peer->gid = cred.gid;
+    groups_of(fd, cred.gid, &peer->groups);
     return 0;
 }
 

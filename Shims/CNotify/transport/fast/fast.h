@@ -179,8 +179,8 @@ struct cn_fast_poster {
     int departed;                       /* its bus connection left: every barrier has passed */
     pid_t pid;                          /* SO_PEERCRED: the kernel's word */
     uid_t uid;
-    gid_t gid;
     cn_fast_lane lane;                  /* beside what a frame reads: one post touches few lines */
+    cn_channel_groups groups;           /* its gid, then its supplementary groups (channel.h) */
     uint64_t accepted_at;               /* ms; an unverified connection's clock */
     uint64_t request;                   /* P_CRED: the credentials request */
     char claim[256];                    /* unverified: the unique name its HELLO claims */
@@ -271,7 +271,7 @@ struct cn_fast_peer {
     size_t nnamespaces;
     int observes;                       /* any bit set, or a namespace */
     uid_t uid;                          /* the listener's, from the kernel */
-    gid_t gid;
+    cn_channel_groups groups;           /* its gid, then its supplementary groups (channel.h) */
     uint64_t retry_at;                  /* ms; 0: connect at the next round */
     uint64_t behind_since;              /* ms: its socket had no room for a post; 0: keeping up */
     uint64_t pressed_since;             /* ms: its connection was found over half full; 0: not */

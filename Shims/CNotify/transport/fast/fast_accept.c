@@ -54,7 +54,7 @@ static void adopt(cn_fast *f, cn_fast_poster *p, cn_fast_poster *r) {
     r->polled = p->polled;
     r->pid = p->pid;
     r->uid = p->uid; /* the kernel's word for this connection: what its frames are judged by */
-    r->gid = p->gid;
+    r->groups = p->groups;
     cn_poster_lane_reset(r); /* its guard's answers were for the connection before */
     if (r->origin != p->origin) cn_poster_forget_reads(r); /* a new numbering */
     r->origin = p->origin;
@@ -153,7 +153,7 @@ static int take_connection(cn_fast *f, cn_channel *ch, const cn_channel_peer *pe
     p->state = CN_P_HELLO;
     p->pid = peer->pid;
     p->uid = peer->uid;
-    p->gid = peer->gid;
+    p->groups = peer->groups;
     p->accepted_at = cn_now_ms();
     if (cn_fast_watch(f, &p->io, EPOLLIN) != 0) {
         free(p);

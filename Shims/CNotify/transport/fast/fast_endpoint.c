@@ -5,7 +5,8 @@
  * that its posts keep their order across the two paths. Each copy goes up marked as one of a
  * poster with two paths: which is a duplicate is the center's rule (center/received.c). A
  * connection whose poster left the bus (departed) passes every barrier: all it wrote is read.
- * Restricted names are checked against the kernel's uid and gid. A poster's next frame of the
+ * Restricted names are checked against the kernel's uid and groups (the gid and the supplementary
+ * groups of the poster's socket). A poster's next frame of the
  * name it just posted takes its lane (docs/DESIGN.md "A known poster's lane"): the guard's answer
  * and the read_upto slot kept from the frame before, while notify.conf stays as it was. Loop
  * thread only.
@@ -52,7 +53,7 @@ CN_HOT static void post_frame(cn_fast *f, cn_fast_poster *p, const cn_fast_frame
     if (!read) {
         cn_guard g;
         int guarded = cn_is_self_name(fr->name) ? -1 : cn_name_guard(fr->name, &g); /* loop thread, no lock held */
-        if (guarded < 0 || (guarded > 0 && !cn_guard_allows(&g, p->uid, &p->gid, 1))) {
+        if (guarded < 0 || (guarded > 0 && !cn_guard_allows(&g, p->uid, p->groups.gid, p->groups.n))) {
             f->up.post_rejected(f->up.ctx); /* the kernel's uid (or group) may not post it: a forgery */
             return;
         }

@@ -263,7 +263,7 @@ static void adopt_locked(cn_fast *f, const char *unique, const char *token, cn_c
                 peer->unchecked = 0;
                 peer->posted = peer->reads = 0;
                 peer->uid = who->uid;
-                peer->gid = who->gid;
+                peer->groups = who->groups;
                 peer->state = CN_K_READY;
                 peer->retry_at = 0;
                 return;

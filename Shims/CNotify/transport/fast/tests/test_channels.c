@@ -7,12 +7,15 @@
  * without blocking, says it is pressed before that, and its room can be awaited with a bound; a
  * hang-up is reported after every frame sent before it; a connection gone is an error to its sender.
  * Reads into different buffers, in turn, on one connection each fill the buffer they were given.
+ * A peer's groups are the kernel's: its gid, then its supplementary groups, as many as are kept,
+ * and said to be cut when there are more.
  */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -257,6 +260,53 @@ static void hang_ups(void) {
 }
 
 /* A poster in another process: the kernel's pid, then its frames, then its exit as a hang-up. */
+/* The groups a connection gives are the kernel's: this process's gid and supplementary groups
+ * in-process; as root, a child in more groups than are kept gives the first of them, said cut. */
+static void groups(void) {
+    pair p = { 0 };
+    CHECK(open_pair(&p) == 0, "%s: no connection made", ch->name);
+    if (p.observer) {
+        gid_t mine[CN_CHANNEL_GROUPS];
+        int n = getgroups(CN_CHANNEL_GROUPS, mine);
+        const cn_channel_groups *g = &p.at_observer.groups;
+        CHECK(n >= 0 && g->n == 1u + (unsigned)n && !g->cut && g->gid[0] == getegid() && p.at_poster.groups.gid[0] == getegid(),
+              "%s: this process's groups: %u given for %d, cut %d", ch->name, g->n, n, g->cut);
+        for (int i = 0; n > 0 && i < n && (unsigned)i + 1 < g->n; i++)
+            CHECK(g->gid[i + 1] == mine[i], "%s: group %d is %u, not %u", ch->name, i, (unsigned)g->gid[i + 1], (unsigned)mine[i]);
+    }
+    close_pair(&p);
+    if (geteuid() != 0) return; /* setgroups needs root */
+    char token[33];
+    new_token(token);
+    cn_channel *l = ch->listen(token);
+    CHECK(l != NULL, "%s: listen failed", ch->name);
+    if (!l) return;
+    enum { MANY = CN_CHANNEL_GROUPS + 8 };
+    pid_t child = fork();
+    if (child == 0) {
+        gid_t many[MANY];
+        for (int i = 0; i < MANY; i++) many[i] = (gid_t)(5000 + i);
+        if (setgroups(MANY, many) != 0) _exit(1);
+        cn_channel_peer peer;
+        cn_channel *c = ch->connect(token, &peer);
+        _exit(c ? 0 : 2); /* the connection is made: the kernel keeps the groups it had then */
+    }
+    cn_channel_peer peer = { 0 };
+    cn_channel *c = readable(l, 5000) ? ch->accept(l, &peer) : NULL;
+    CHECK(c && peer.pid == child, "%s: the child's connection", ch->name);
+    if (c) {
+        int kept = peer.groups.n == CN_CHANNEL_GROUPS && peer.groups.cut;
+        for (unsigned i = 1; kept && i < CN_CHANNEL_GROUPS; i++) kept = peer.groups.gid[i] == (gid_t)(5000 + i - 1);
+        CHECK(kept, "%s: a child in %d groups: %u kept, cut %d, the first %u", ch->name, (int)MANY, peer.groups.n,
+              peer.groups.cut, (unsigned)peer.groups.gid[1]);
+        ch->close(c);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: the child failed (status %d)", ch->name, status);
+    ch->close(l);
+}
+
 static void other_process(void) {
     char token[33];
     new_token(token);
@@ -298,6 +348,7 @@ int main(void) {
         addresses();
         peers_and_order();
         buffers_in_turn();
+        groups();
         oversized();
         full();
         hang_ups();
