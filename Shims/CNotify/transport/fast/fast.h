@@ -272,6 +272,7 @@ struct cn_fast_peer {
     int observes;                       /* any bit set, or a namespace */
     uid_t uid;                          /* the listener's, from the kernel */
     cn_channel_groups groups;           /* its gid, then its supplementary groups (channel.h) */
+    int mine_cut;                       /* this process was in more groups than it keeps of ours */
     uint64_t retry_at;                  /* ms; 0: connect at the next round */
     uint64_t behind_since;              /* ms: its socket had no room for a post; 0: keeping up */
     uint64_t pressed_since;             /* ms: its connection was found over half full; 0: not */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
+#include <unistd.h>
 #include "fast.h"
 
 void cn_peers_init(cn_fast_peers *p) {
@@ -264,6 +265,8 @@ static void adopt_locked(cn_fast *f, const char *unique, const char *token, cn_c
                 peer->posted = peer->reads = 0;
                 peer->uid = who->uid;
                 peer->groups = who->groups;
+                /* What it keeps of this process's groups, as the kernel gave them at connect. */
+                peer->mine_cut = getgroups(0, NULL) + 1 > CN_CHANNEL_GROUPS;
                 peer->state = CN_K_READY;
                 peer->retry_at = 0;
                 return;

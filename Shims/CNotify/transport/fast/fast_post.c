@@ -10,7 +10,6 @@
  */
 #include <string.h>
 #include <sys/random.h>
-#include <unistd.h>
 #include "fast.h"
 
 /* Whether `name` is `ns` or under it (`ns.` and more). */
@@ -174,6 +173,8 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
         if (copy_to_peer_locked(f, peer, frame, n)) {
             sent++;
             if (!peer->reads) unproven++;
+            /* It judges a reserved name's copy by the groups it kept of ours: in more, the bus copy too. */
+            if (reserved && peer->mine_cut) unreached++;
         } else {
             failed++;
         }
@@ -186,9 +187,6 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
      * coalesces. Otherwise, now: a miss sends it on the bus, behind the direct copies, which the
      * observer reads first (fast_endpoint.c), so nothing this center is connected to loses it. */
     uint32_t st = NOTIFY_STATUS_OK;
-    /* An observer judges a reserved name's direct copy by the groups it kept of this process's
-     * socket (channel.h): a process in more than are kept sends the bus copy too. */
-    if (reserved && sent > 0 && getgroups(0, NULL) + 1 > CN_CHANNEL_GROUPS) unreached++;
     int all_took = sent > 0 && failed == 0 && unreached == 0 && !p->unlisted;
     if (direct_only && all_took) {
         atomic_fetch_add(&f->bus_skipped, 1);
