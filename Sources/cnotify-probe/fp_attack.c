@@ -83,14 +83,20 @@ static int stdin_closed(int timeout_ms) {
 
 /* fp-fakes N none|all [quiet]: N bus connections, each announcing a random token nobody listens on,
  * for no bucket (none) or every bucket (all), again to each new asker (Query; quiet: no Query rule,
- * the announcement alone, again every second); "ready N"; until stdin closes. */
+ * the announcement alone, again every second); "ready N"; "answered ASKER" once every fake has
+ * answered ASKER (each fake answers each asker once: the attack is on the poster, not the bus; the
+ * bus hands one Query to the N connections in no set order); until stdin closes. */
+#define FAKES_ASKERS 64
 int cmd_fp_fakes(int argc, char **argv) {
     if (argc < 2) return fail("usage: fp-fakes N none|all [quiet]", NOTIFY_STATUS_INVALID_REQUEST);
     int n = atoi(argv[0]), all = strcmp(argv[1], "all") == 0, quiet = argc > 2 && strcmp(argv[2], "quiet") == 0;
-    char asked[64][256]; /* the askers answered (each once): the attack is on the poster, not the bus */
-    int nasked = 0;
+    if (n <= 0) return fail("fp-fakes: N must be a positive count", NOTIFY_STATUS_INVALID_REQUEST);
+    char asked[FAKES_ASKERS][256];
+    int nasked = 0, answers[FAKES_ASKERS] = { 0 };
+    unsigned char *answered = calloc((size_t)n * FAKES_ASKERS, 1); /* [fake][asker] */
     DBusConnection **conns = calloc((size_t)n, sizeof *conns);
     char (*tokens)[33] = calloc((size_t)n, sizeof *tokens);
+    if (!answered || !conns || !tokens) return fail("fp-fakes: out of memory", NOTIFY_STATUS_FAILED);
     int made = 0;
     for (; made < n; made++) {
         if (!(conns[made] = raw_connect())) break;
@@ -106,12 +112,18 @@ int cmd_fp_fakes(int argc, char **argv) {
             DBusMessage *m;
             while ((m = dbus_connection_pop_message(conns[i]))) {
                 const char *asker = dbus_message_get_sender(m);
-                int known = 0;
-                for (int k = 0; asker && k < nasked && !known; k++) known = strcmp(asked[k], asker) == 0;
-                if (dbus_message_is_signal(m, FP_INTERFACE, "Query") && asker && !known) {
-                    /* every fake answers this asker, then it is noted (at the last fake) */
-                    fp_send_endpoint(conns[i], tokens[i], all, asker);
-                    if (i == made - 1 && nasked < 64) snprintf(asked[nasked++], sizeof asked[0], "%s", asker);
+                if (dbus_message_is_signal(m, FP_INTERFACE, "Query") && asker && strlen(asker) < sizeof asked[0]) {
+                    int a = 0;
+                    while (a < nasked && strcmp(asked[a], asker) != 0) a++;
+                    if (a == nasked && nasked < FAKES_ASKERS) snprintf(asked[nasked++], sizeof asked[0], "%s", asker);
+                    if (a < nasked && !answered[(size_t)i * FAKES_ASKERS + a]) {
+                        fp_send_endpoint(conns[i], tokens[i], all, asker);
+                        answered[(size_t)i * FAKES_ASKERS + a] = 1;
+                        if (++answers[a] == made) {
+                            dbus_connection_flush(conns[i]);
+                            out("answered %s", asker);
+                        }
+                    }
                 }
                 dbus_message_unref(m);
             }

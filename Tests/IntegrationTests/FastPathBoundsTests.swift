@@ -51,6 +51,10 @@ extension IntegrationSuites {
             defer { poster.kill() }
             _ = try command(poster, "post fp.cut 1") { $0.hasPrefix("posted fp.cut 1 ") }
             _ = try command(poster, "peers 1") { $0.hasPrefix("peers ") }
+            // Every fake has answered the poster's Query (the one asker here) before the victim comes:
+            // under load they answered after its 500 posts, which then had no unreachable observer to
+            // keep their bus copies for (bus_kept 0, seen in CI).
+            _ = try fakes.waitForLine(timeout: 60) { $0.hasPrefix("answered ") }
             // The victim's own observer (root), started after all that.
             let victim = try peer(env, observing: "fp.cut")
             defer { victim.kill() }
