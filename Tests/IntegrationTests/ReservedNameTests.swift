@@ -163,6 +163,44 @@ extension IntegrationSuites {
             try member.waitForLine("got test.group.b 1", timeout: 20)
         }
 
+        @Test("by the bus a post of a group's name from a member in it only through a supplementary group reaches an observer: its credential proves the uid and gid, the bus the other groups")
+        func supplementaryGroupOnTheBus() throws {
+            let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)
+            defer { observer.kill() }
+            try observer.waitForLine("ready")
+            _ = try command(observer, "fast off") { $0 == "fast off" }
+            _ = try command(observer, "observe test.group.d") { $0 == "observing test.group.d" }
+            let member = try inGroup4242(["fp-peer"])
+            defer { member.kill() }
+            try member.waitForLine("ready")
+            _ = try command(member, "fast off") { $0 == "fast off" }
+            _ = try command(member, "post test.group.d 1") { $0.hasPrefix("posted test.group.d 1 ") }
+            try observer.waitForLine("got test.group.d 1", timeout: 20)
+            #expect(try stats(observer)["rejected"]! == 0, "a member's post is not a forgery")
+        }
+
+        @Test("a poster in more groups than a connection keeps (32), allowed a reserved name only through a group cut off, is no forger: its direct copy is set aside uncounted, and its bus copy delivers the post once")
+        func cutPosterIsNoForger() throws {
+            let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)
+            defer { observer.kill() }
+            try directPeer(observer, observing: ["test.group.c"])
+            // The kernel gives a socket's supplementary groups in ascending order: with 40 below 4242,
+            // the observer keeps nobody's gid and 100...130, and 4242 is cut off.
+            let groups = (Array(100..<140) + [4242]).map(String.init).joined(separator: ",")
+            let member = try ChildProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--groups=\(groups)", "--",
+                                                               ChildProcess.productsDirectory + "/cnotify-probe", "fp-peer"],
+                                          environment: bus.environment, stdin: true)
+            defer { member.kill() }
+            try directPeer(member, observing: [])
+            try connect(member, peers: 1)
+            _ = try command(member, "post test.group.c 1") { $0.hasPrefix("posted test.group.c 1 ") }
+            try observer.waitForLine("got test.group.c 1", timeout: 20)
+            let seen = try stats(observer)
+            #expect(seen["rejected"]! == 0, "a poster whose allowing group was not kept is not a forger: \(seen)")
+            #expect(seen["delivered"]! == 1 && seen["fast_delivered"]! == 0, "delivered once, by the bus copy: \(seen)")
+            #expect(try stats(member)["bus_kept"]! >= 1, "its bus copy went out though the observer took a direct copy")
+        }
+
         @Test("a poster's lane follows notify.conf: once a name is reserved, nobody's next frame of it on the same connection is rejected, though the frames before were taken")
         func laneFollowsTheConf() throws {
             let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)

@@ -99,10 +99,13 @@ static int post_is_authentic(cn_bus *b, DBusConnection *conn, const char *sender
     gid_t gid;
     if (guarded == 0) authentic = 1;
     else if (guarded < 0 || !sender) authentic = 0;
-    else if (fd >= 0)
-        authentic = cn_link_bus_id(b, bus_id) && cn_credential_identity(fd, bus_id, sender, post->name, post->seq, &uid, &gid) &&
-                    cn_guard_allows(&g, uid, &gid, 1);
-    else authentic = sender_allowed(b, conn, sender, &g);
+    else if (fd >= 0) {
+        /* The credential proves its creator's uid and gid, and no more: a poster allowed the name
+         * only through a supplementary group is judged by the groups the bus gives, while it is
+         * connected (as a post with no credential). */
+        authentic = cn_link_bus_id(b, bus_id) && cn_credential_identity(fd, bus_id, sender, post->name, post->seq, &uid, &gid);
+        if (authentic && !cn_guard_allows(&g, uid, &gid, 1)) authentic = sender_allowed(b, conn, sender, &g);
+    } else authentic = sender_allowed(b, conn, sender, &g);
     if (fd >= 0) close(fd);
     return authentic;
 }

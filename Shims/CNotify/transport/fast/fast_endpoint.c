@@ -54,7 +54,10 @@ CN_HOT static void post_frame(cn_fast *f, cn_fast_poster *p, const cn_fast_frame
         cn_guard g;
         int guarded = cn_is_self_name(fr->name) ? -1 : cn_name_guard(fr->name, &g); /* loop thread, no lock held */
         if (guarded < 0 || (guarded > 0 && !cn_guard_allows(&g, p->uid, p->groups.gid, p->groups.n))) {
-            f->up.post_rejected(f->up.ctx); /* the kernel's uid (or group) may not post it: a forgery */
+            /* The kernel's uid (or group) may not post it: a forgery. But a poster in more groups
+             * than were kept may be allowed by one cut off: it sends the bus copy too, which
+             * decides (and is counted if it is one); this copy is set aside. */
+            if (guarded < 0 || !p->groups.cut) f->up.post_rejected(f->up.ctx);
             return;
         }
         read = read_slot(p, fr->name);
