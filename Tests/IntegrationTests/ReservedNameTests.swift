@@ -179,6 +179,25 @@ extension IntegrationSuites {
             #expect(try stats(observer)["rejected"]! == 0, "a member's post is not a forgery")
         }
 
+        @Test("a post of a group's name left by a member that has exited (notifyutil -p) is delivered: its credential carries the group it is in only through a supplementary group")
+        func departedSupplementaryGroupPoster() throws {
+            let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)
+            defer { observer.kill() }
+            try observer.waitForLine("ready")
+            _ = try command(observer, "fast off") { $0 == "fast off" }
+            _ = try command(observer, "observe test.group.e") { $0 == "observing test.group.e" }
+            // The observer reads the post only once its poster is gone: the bus can no longer say
+            // who it was, and the credential is all the proof there is.
+            observer.kill(SIGSTOP)
+            let posted = try run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--groups=4242", "--",
+                                                       ChildProcess.productsDirectory + "/notifyutil", "-p", "test.group.e"],
+                                 environment: bus.environment.merging(["HOME": "/nonexistent"]) { $1 })
+            observer.kill(SIGCONT)
+            #expect(posted.status == 0, "notifyutil -p as a member: \(posted.err)")
+            try observer.waitForLine(timeout: 20) { $0.hasPrefix("got test.group.e ") }
+            #expect(try stats(observer)["rejected"]! == 0, "a member's post is not a forgery")
+        }
+
         @Test("a poster in more groups than a connection keeps (32), allowed a reserved name only through a group cut off, is no forger: its direct copy is set aside uncounted, and its bus copy delivers the post once")
         func cutPosterIsNoForger() throws {
             let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -30,6 +31,28 @@ static int format_binding(char *buf, size_t len, const char *bus_id, const char 
     return n > 0 && (size_t)n < len ? n : -1;
 }
 
+/* A reserve that lets its group write `name`, and this process in that group only through a
+ * supplementary group: the credential is given that group (chown(2) lets an owner give a file a
+ * group it is in, and no other), so that it proves the group after this process has exited. Not
+ * given (a failure, out of groups): the receiver asks the bus while this process is connected. */
+static void give_group(int fd, const char *name) {
+    cn_guard g;
+    if (cn_name_guard_cached(name, &g) != 1 || g.uid_name) return; /* cached: the caller may hold a lock */
+    const cn_conf_reserve *r = &g.reserve;
+    if (!(r->access & ((uint32_t)CNOTIFY_ACCESS_WRITE << CN_ACCESS_GROUP_SHIFT)) || r->gid == getegid()) return;
+    uid_t me = geteuid();
+    if (me == 0 || (me == r->uid && (r->access & ((uint32_t)CNOTIFY_ACCESS_WRITE << CN_ACCESS_USER_SHIFT)))) return;
+    int n = getgroups(0, NULL);
+    gid_t *gids = n > 0 ? malloc((size_t)n * sizeof *gids) : NULL;
+    if (gids) n = getgroups(n, gids);
+    for (int i = 0; gids && i < n; i++)
+        if (gids[i] == r->gid) {
+            if (fchown(fd, (uid_t)-1, r->gid) != 0) {} /* the bus decides instead */
+            break;
+        }
+    free(gids);
+}
+
 int cn_credential_create(const char *bus_id, const char *sender, const char *name, uint64_t seq) {
     char buf[sizeof CN_CREDENTIAL_MAGIC + CN_BUS_ID_LEN + 256 + CNOTIFY_NAME_MAX + 32];
     int n = format_binding(buf, sizeof buf, bus_id, sender, name, seq);
@@ -41,6 +64,7 @@ int cn_credential_create(const char *bus_id, const char *sender, const char *nam
         close(fd);
         return -1;
     }
+    give_group(fd, name);
     return fd;
 }
 
@@ -50,8 +74,9 @@ int cn_credential_verify(int fd, const char *bus_id, const char *sender, const c
     return cn_credential_identity(fd, bus_id, sender, name, seq, &uid, &gid) && (uid == owner || uid == 0);
 }
 
-/* The file's owner and group are the creator's (fsuid, fsgid), set by the kernel: only root
- * changes them, and root may post anything. */
+/* The file's owner and group are the creator's (fsuid, fsgid), set by the kernel. Only root
+ * changes the owner, and root may post anything; the owner may change the group only to a group
+ * it is in (give_group), which proves that membership. */
 int cn_credential_identity(int fd, const char *bus_id, const char *sender, const char *name, uint64_t seq, uid_t *uid,
                            gid_t *gid) {
     struct stat st;
