@@ -198,6 +198,30 @@ extension IntegrationSuites {
             #expect(try stats(observer)["rejected"]! == 0, "a member's post is not a forgery")
         }
 
+        @Test("a member in 101 supplementary groups, the reserve's group last, may post the group's name, and its post is taken with its credential and without one (the bus's every group)")
+        func memberInManyGroups() throws {
+            let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)
+            defer { observer.kill() }
+            try observer.waitForLine("ready")
+            _ = try command(observer, "fast off") { $0 == "fast off" }
+            for name in ["test.group.f", "test.group.g"] { _ = try command(observer, "observe \(name)") { $0 == "observing \(name)" } }
+            // Groups come in ascending order: 4242 is the 102nd of the process's groups.
+            let groups = (Array(100..<200) + [4242]).map(String.init).joined(separator: ",")
+            let member = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--groups=\(groups)", "--"]
+            let posted = try run(member[0], Array(member.dropFirst()) + [ChildProcess.productsDirectory + "/notifyutil", "-p", "test.group.f"],
+                                 environment: bus.environment.merging(["HOME": "/nonexistent"]) { $1 })
+            #expect(posted.status == 0, "notifyutil -p as a member in 101 groups: \(posted.err)")
+            try observer.waitForLine(timeout: 20) { $0.hasPrefix("got test.group.f ") }
+            // No credential: the observer asks the bus while the poster stays connected.
+            let raw = try ChildProcess(member[0], Array(member.dropFirst()) + [ChildProcess.productsDirectory + "/cnotify-probe", "raw-post", "1", "test.group.g"],
+                                       environment: bus.environment, stdin: true)
+            defer { raw.kill() }
+            try raw.waitForLine("sent 1")
+            try observer.waitForLine(timeout: 20) { $0.hasPrefix("got test.group.g ") }
+            #expect(try stats(observer)["rejected"]! == 0, "a member's posts are no forgeries")
+            raw.closeStdin()
+        }
+
         @Test("a poster in more groups than a connection keeps (32), allowed a reserved name only through a group cut off, is no forger: its direct copy is set aside uncounted, and its bus copy delivers the post once")
         func cutPosterIsNoForger() throws {
             let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)

@@ -261,7 +261,7 @@ uint32_t cn_may_write(const char *name, int *restricted);
  * process observe `name`: what notify(3)'s registrations answer, as notifyd's. (A post is a
  * broadcast: this is a courtesy to the caller, not a secret kept; docs/PROTOCOL.md.) */
 uint32_t cn_may_read(const char *name);
-#define CN_GROUPS_MAX 64 /* groups of a poster looked at (its primary group first) */
+#define CN_GROUPS_MAX 64 /* groups of this process looked at on the stack; more are allocated (guard.c) */
 
 /* notify_conf.c: notify.conf(5) parsed (pure: no file is opened). Apple's access bits
  * (libnotify.h NOTIFY_ACCESS_*): read 1, write 2, shifted 0 (owner), 4 (group), 8 (others). */

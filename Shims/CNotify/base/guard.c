@@ -5,6 +5,7 @@
  * policy.c in base/: it calls them, they never call it.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "base.h"
@@ -43,11 +44,23 @@ int cn_guard_may_read(const cn_guard *g, uid_t uid, const gid_t *gids, size_t ng
     return cn_conf_allows(&g->reserve, uid, gids, ngids, CNOTIFY_ACCESS_READ);
 }
 
-/* This process's uid and groups, as the kernel will stamp them on a credential or a socket. */
-static size_t my_groups(gid_t *gids, size_t cap) {
+/* Whether this process may write (or read) what `g` guards, by its uid and every group it is in,
+ * as the kernel will stamp them on a credential or a socket: its gid first, then all its
+ * supplementary groups (a user may be in hundreds). Out of memory: those that fit on the stack. */
+static int i_may(const cn_guard *g, int write) {
+    gid_t stack[CN_GROUPS_MAX], *gids = stack;
+    int n = getgroups(0, NULL);
+    if (n < 0) n = 0;
+    if ((size_t)n + 1 > CN_GROUPS_MAX && !(gids = malloc(((size_t)n + 1) * sizeof *gids))) {
+        gids = stack;
+        n = CN_GROUPS_MAX - 1;
+    }
     gids[0] = getegid();
-    int n = getgroups((int)(cap - 1), gids + 1);
-    return n > 0 ? (size_t)n + 1 : 1;
+    int got = n > 0 ? getgroups(n, gids + 1) : 0; /* -1 (more groups meanwhile, or past the stack's): the gid alone */
+    size_t ngids = got > 0 ? (size_t)got + 1 : 1;
+    int ok = write ? cn_guard_allows(g, geteuid(), gids, ngids) : cn_guard_may_read(g, geteuid(), gids, ngids);
+    if (gids != stack) free(gids);
+    return ok;
 }
 
 int CNotify_name_needs_credential(const char *name) {
@@ -61,10 +74,8 @@ uint32_t cn_may_read(const char *name) {
     cn_guard g;
     cn_name_guard(name, &g);
     if (!g.reserved) return NOTIFY_STATUS_OK; /* user.uid.N: observed by anyone, as before */
-    gid_t gids[CN_GROUPS_MAX];
-    size_t ngids = my_groups(gids, CN_GROUPS_MAX);
     uid_t me = geteuid();
-    if (cn_guard_may_read(&g, me, gids, ngids)) return NOTIFY_STATUS_OK;
+    if (i_may(&g, 0)) return NOTIFY_STATUS_OK;
     cn_set_error("%s is reserved by notify.conf for uid %u and gid %u (mode %03x): this process (uid %u) may not "
                  "observe it", name, (unsigned)g.reserve.uid, (unsigned)g.reserve.gid, (unsigned)g.reserve.access,
                  (unsigned)me);
@@ -82,9 +93,7 @@ uint32_t cn_may_write(const char *name, int *out_restricted) {
         return NOTIFY_STATUS_NOT_AUTHORIZED;
     }
     uid_t me = geteuid();
-    gid_t gids[CN_GROUPS_MAX];
-    size_t ngids = my_groups(gids, CN_GROUPS_MAX);
-    if (cn_guard_allows(&g, me, gids, ngids)) return NOTIFY_STATUS_OK;
+    if (i_may(&g, 1)) return NOTIFY_STATUS_OK;
     if (g.uid_name)
         cn_set_error("only uid %u or root may post or set the state of %s (this process is uid %u)",
                      (unsigned)g.reserve.uid, name, (unsigned)me);

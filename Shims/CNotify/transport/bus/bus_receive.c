@@ -14,12 +14,12 @@
 #include <unistd.h>
 #include "bus.h"
 
-/* What the bus says of a sender: its uid and groups (GetConnectionCredentials), cached per
- * unique name for this connection only. */
+/* What the bus says of a sender: its uid and every group it gives (GetConnectionCredentials),
+ * cached per unique name for this connection only. */
 typedef struct {
     uid_t uid;
     size_t ngids;
-    gid_t gids[CN_GROUPS_MAX];
+    gid_t gids[];
 } cn_sender_identity;
 
 static cn_sender_identity *ask_identity(DBusConnection *conn, const char *sender) {
@@ -34,8 +34,10 @@ static cn_sender_identity *ask_identity(DBusConnection *conn, const char *sender
          * else arrives. Once per sender: the answer is cached. */
         DBusMessage *reply = dbus_connection_send_with_reply_and_block(conn, call, 5000, &err);
         DBusMessageIter it, dict;
-        int have_uid = 0;
-        cn_sender_identity got = { 0 };
+        int have_uid = 0, short_of_memory = 0;
+        uid_t uid = 0;
+        gid_t *gids = NULL;
+        size_t ngids = 0, cap = 0;
         if (reply && dbus_message_iter_init(reply, &it) && dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_ARRAY) {
             dbus_message_iter_recurse(&it, &dict);
             for (; dbus_message_iter_get_arg_type(&dict) == DBUS_TYPE_DICT_ENTRY; dbus_message_iter_next(&dict)) {
@@ -50,22 +52,33 @@ static cn_sender_identity *ask_identity(DBusConnection *conn, const char *sender
                 if (strcmp(key, "UnixUserID") == 0 && type == DBUS_TYPE_UINT32) {
                     dbus_uint32_t v;
                     dbus_message_iter_get_basic(&variant, &v);
-                    got.uid = (uid_t)v;
+                    uid = (uid_t)v;
                     have_uid = 1;
                 } else if (strcmp(key, "UnixGroupIDs") == 0 && type == DBUS_TYPE_ARRAY &&
                            dbus_message_iter_get_element_type(&variant) == DBUS_TYPE_UINT32) {
-                    DBusMessageIter gids;
-                    dbus_message_iter_recurse(&variant, &gids);
-                    for (; dbus_message_iter_get_arg_type(&gids) == DBUS_TYPE_UINT32 && got.ngids < CN_GROUPS_MAX;
-                         dbus_message_iter_next(&gids)) {
+                    DBusMessageIter each; /* as many as the bus gives: the kernel caps them (NGROUPS_MAX) */
+                    dbus_message_iter_recurse(&variant, &each);
+                    for (; dbus_message_iter_get_arg_type(&each) == DBUS_TYPE_UINT32 && ngids < 65536; dbus_message_iter_next(&each)) {
+                        if (ngids == cap) {
+                            gid_t *more = realloc(gids, (cap ? 2 * cap : 32) * sizeof *gids);
+                            if (!more) { short_of_memory = 1; break; }
+                            gids = more;
+                            cap = cap ? 2 * cap : 32;
+                        }
                         dbus_uint32_t g;
-                        dbus_message_iter_get_basic(&gids, &g);
-                        got.gids[got.ngids++] = (gid_t)g;
+                        dbus_message_iter_get_basic(&each, &g);
+                        gids[ngids++] = (gid_t)g;
                     }
                 }
             }
         }
-        if (have_uid && (id = malloc(sizeof *id))) *id = got;
+        /* Out of memory: not trusted (the groups not kept might be the one that allows it). */
+        if (have_uid && !short_of_memory && (id = malloc(sizeof *id + ngids * sizeof *gids))) {
+            id->uid = uid;
+            id->ngids = ngids;
+            if (ngids) memcpy(id->gids, gids, ngids * sizeof *gids);
+        }
+        free(gids);
         if (reply) dbus_message_unref(reply);
         dbus_error_free(&err);
     }
