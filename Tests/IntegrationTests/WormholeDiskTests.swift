@@ -212,23 +212,27 @@ extension IntegrationSuites {
             #expect(try fixture.cliOK(["read", "group.test", "stuck"]) == "\"kept\"\n")
         }
 
-        @Test("file on disk: a writer SIGKILLed at random points of a run of passes (in place, and replaced when smaller), 100 times: the message is whole after each, a listener gets only whole messages, each writer's in order, and nothing is quarantined")
+        @Test("file on disk: a writer SIGKILLed at random points of a run of passes (in place, and replaced when smaller), 100 times and on until 25 were killed after passing: the message is whole after each, a listener gets only whole messages, each writer's in order, and nothing is quarantined")
         func fileWriterKilled() throws {
             let listener = try fixture.listener(["listen", "group.test", "spun"])
             defer { listener.kill() }
             let wormhole = try fixture.wormhole()
-            let runs = 100
-            // The kill points cover a writer's start-up here and 60 ms of passes after it.
+            // The kill points cover a writer's start-up here and 60 ms of passes after it. At least
+            // 100 writers, and on until 25 of them were killed after passing: a start-up slower than
+            // the one measured (under the sanitizers, under load) puts more kills before the first pass.
             let startup = try fixture.probeStartupMilliseconds(["spin", "group.test", "startup", "0", "1"])
-            var seen: [Int] = [], bad: [String] = []
-            for run in 0..<runs {
+            var seen: Set<Int> = [], bad: [String] = []
+            var runs = 0
+            while runs < 100 || (seen.count < 25 && runs < 400) {
+                let run = runs
+                runs += 1
                 let writer = try ChildProcess("wormhole-probe", ["spin", "group.test", "spun", "\(run)", "1000000"],
                                               environment: fixture.environment)
                 usleep(useconds_t(Int.random(in: 0...(startup + 60)) * 1000)) // a random kill point, not a synchronisation
                 writer.kill(SIGKILL)
                 _ = try writer.waitForExit()
                 do {
-                    if let tick = try wormhole.message("spun", as: Spun.self) { seen.append(tick.w) }
+                    if let tick = try wormhole.message("spun", as: Spun.self) { seen.insert(tick.w) }
                 } catch {
                     bad.append("after writer \(run): \(error)")
                 }
@@ -249,8 +253,8 @@ extension IntegrationSuites {
             let quarantine = fixture.root + "/group.test/wormhole/quarantine"
             let moved = (try? FileManager.default.subpathsOfDirectory(atPath: quarantine)) ?? []
             #expect(moved.isEmpty, "damaged files moved aside: \(moved)")
-            let cut = Set(seen).filter { $0 < runs }.count
-            #expect(cut >= runs / 4, "\(cut) of \(runs) writers left their message (start-up \(startup) ms)")
+            let cut = seen.filter { $0 < runs }.count
+            #expect(cut >= 25, "\(cut) of \(runs) writers left their message (start-up \(startup) ms)")
             print("wormhole fileWriterKilled: \(cut) of \(runs) writers killed after passing, \(perWriter.values.map(\.count).reduce(0, +)) messages heard (start-up \(startup) ms)")
         }
 
