@@ -132,6 +132,15 @@ extension IntegrationSuites {
             for name in names { _ = try command(child, "observe \(name)") { $0 == "observing \(name)" } }
         }
 
+        /// A root fp-peer with the fast path off (the bus path alone), observing `names`.
+        private func busObserver(observing names: [String]) throws -> ChildProcess {
+            let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)
+            try observer.waitForLine("ready")
+            _ = try command(observer, "fast off") { $0 == "fast off" }
+            for name in names { _ = try command(observer, "observe \(name)") { $0 == "observing \(name)" } }
+            return observer
+        }
+
         /// A first post starts a poster's discovery; then it waits for `peers` connections.
         private func connect(_ poster: ChildProcess, peers: Int) throws {
             _ = try command(poster, "post fp.warm 1") { $0.hasPrefix("posted fp.warm 1 ") }
@@ -165,11 +174,8 @@ extension IntegrationSuites {
 
         @Test("by the bus a post of a group's name from a member in it only through a supplementary group reaches an observer: its credential proves the uid and gid, the bus the other groups")
         func supplementaryGroupOnTheBus() throws {
-            let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)
+            let observer = try busObserver(observing: ["test.group.d"])
             defer { observer.kill() }
-            try observer.waitForLine("ready")
-            _ = try command(observer, "fast off") { $0 == "fast off" }
-            _ = try command(observer, "observe test.group.d") { $0 == "observing test.group.d" }
             let member = try inGroup4242(["fp-peer"])
             defer { member.kill() }
             try member.waitForLine("ready")
@@ -181,11 +187,8 @@ extension IntegrationSuites {
 
         @Test("a post of a group's name left by a member that has exited (notifyutil -p) is delivered: its credential carries the group it is in only through a supplementary group")
         func departedSupplementaryGroupPoster() throws {
-            let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)
+            let observer = try busObserver(observing: ["test.group.e"])
             defer { observer.kill() }
-            try observer.waitForLine("ready")
-            _ = try command(observer, "fast off") { $0 == "fast off" }
-            _ = try command(observer, "observe test.group.e") { $0 == "observing test.group.e" }
             // The observer reads the post only once its poster is gone: the bus can no longer say
             // who it was, and the credential is all the proof there is.
             observer.kill(SIGSTOP)
@@ -200,11 +203,8 @@ extension IntegrationSuites {
 
         @Test("a member in 101 supplementary groups, the reserve's group last, may post the group's name, and its post is taken with its credential and without one (the bus's every group)")
         func memberInManyGroups() throws {
-            let observer = try ChildProcess("cnotify-probe", ["fp-peer"], environment: bus.environment, stdin: true)
+            let observer = try busObserver(observing: ["test.group.f", "test.group.g"])
             defer { observer.kill() }
-            try observer.waitForLine("ready")
-            _ = try command(observer, "fast off") { $0 == "fast off" }
-            for name in ["test.group.f", "test.group.g"] { _ = try command(observer, "observe \(name)") { $0 == "observing \(name)" } }
             // Groups come in ascending order: 4242 is the 102nd of the process's groups.
             let groups = (Array(100..<200) + [4242]).map(String.init).joined(separator: ",")
             let member = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--groups=\(groups)", "--"]
