@@ -262,6 +262,10 @@ uint32_t cn_may_write(const char *name, int *restricted);
  * broadcast: this is a courtesy to the caller, not a secret kept; docs/PROTOCOL.md.) */
 uint32_t cn_may_read(const char *name);
 #define CN_GROUPS_MAX 64 /* groups of this process looked at on the stack; more are allocated (guard.c) */
+/* This process's groups as the kernel stamps them on a credential or a socket: its gid first, then
+ * every supplementary group (a user may be in hundreds). In `stack` when they fit, else allocated
+ * (*gids != stack: the caller frees it); out of memory, those that fit. Returns how many. */
+size_t cn_self_groups(gid_t stack[CN_GROUPS_MAX], gid_t **gids);
 
 /* notify_conf.c: notify.conf(5) parsed (pure: no file is opened). Apple's access bits
  * (libnotify.h NOTIFY_ACCESS_*): read 1, write 2, shifted 0 (owner), 4 (group), 8 (others). */

@@ -38,19 +38,16 @@ static int format_binding(char *buf, size_t len, const char *bus_id, const char 
 static void give_group(int fd, const char *name) {
     cn_guard g;
     if (cn_name_guard_cached(name, &g) != 1 || g.uid_name) return; /* cached: the caller may hold a lock */
-    const cn_conf_reserve *r = &g.reserve;
-    if (!(r->access & ((uint32_t)CNOTIFY_ACCESS_WRITE << CN_ACCESS_GROUP_SHIFT)) || r->gid == getegid()) return;
+    gid_t stack[CN_GROUPS_MAX], *gids, gid = getegid();
     uid_t me = geteuid();
-    if (me == 0 || (me == r->uid && (r->access & ((uint32_t)CNOTIFY_ACCESS_WRITE << CN_ACCESS_USER_SHIFT)))) return;
-    int n = getgroups(0, NULL);
-    gid_t *gids = n > 0 ? malloc((size_t)n * sizeof *gids) : NULL;
-    if (gids) n = getgroups(n, gids);
-    for (int i = 0; gids && i < n; i++)
-        if (gids[i] == r->gid) {
-            if (fchown(fd, (uid_t)-1, r->gid) != 0) {} /* the bus decides instead */
+    if (cn_guard_allows(&g, me, &gid, 1) || !cn_guard_allows(&g, me, &g.reserve.gid, 1)) return; /* as it is, or never */
+    size_t n = cn_self_groups(stack, &gids);
+    for (size_t i = 1; i < n; i++)
+        if (gids[i] == g.reserve.gid) {
+            if (fchown(fd, (uid_t)-1, g.reserve.gid) != 0) {} /* the bus decides instead */
             break;
         }
-    free(gids);
+    if (gids != stack) free(gids);
 }
 
 int cn_credential_create(const char *bus_id, const char *sender, const char *name, uint64_t seq) {

@@ -44,20 +44,23 @@ int cn_guard_may_read(const cn_guard *g, uid_t uid, const gid_t *gids, size_t ng
     return cn_conf_allows(&g->reserve, uid, gids, ngids, CNOTIFY_ACCESS_READ);
 }
 
-/* Whether this process may write (or read) what `g` guards, by its uid and every group it is in,
- * as the kernel will stamp them on a credential or a socket: its gid first, then all its
- * supplementary groups (a user may be in hundreds). Out of memory: those that fit on the stack. */
-static int i_may(const cn_guard *g, int write) {
-    gid_t stack[CN_GROUPS_MAX], *gids = stack;
+size_t cn_self_groups(gid_t stack[CN_GROUPS_MAX], gid_t **gids) {
+    *gids = stack;
     int n = getgroups(0, NULL);
     if (n < 0) n = 0;
-    if ((size_t)n + 1 > CN_GROUPS_MAX && !(gids = malloc(((size_t)n + 1) * sizeof *gids))) {
-        gids = stack;
+    if ((size_t)n + 1 > CN_GROUPS_MAX && !(*gids = malloc(((size_t)n + 1) * sizeof **gids))) {
+        *gids = stack;
         n = CN_GROUPS_MAX - 1;
     }
-    gids[0] = getegid();
-    int got = n > 0 ? getgroups(n, gids + 1) : 0; /* -1 (more groups meanwhile, or past the stack's): the gid alone */
-    size_t ngids = got > 0 ? (size_t)got + 1 : 1;
+    (*gids)[0] = getegid();
+    int got = n > 0 ? getgroups(n, *gids + 1) : 0; /* -1 (more groups meanwhile, or past the stack's): the gid alone */
+    return got > 0 ? (size_t)got + 1 : 1;
+}
+
+/* Whether this process may write (or read) what `g` guards, by its uid and every group it is in. */
+static int i_may(const cn_guard *g, int write) {
+    gid_t stack[CN_GROUPS_MAX], *gids;
+    size_t ngids = cn_self_groups(stack, &gids);
     int ok = write ? cn_guard_allows(g, geteuid(), gids, ngids) : cn_guard_may_read(g, geteuid(), gids, ngids);
     if (gids != stack) free(gids);
     return ok;
