@@ -264,7 +264,8 @@ uint32_t cn_may_read(const char *name);
 #define CN_GROUPS_MAX 64 /* groups of this process looked at on the stack; more are allocated (guard.c) */
 /* This process's groups as the kernel stamps them on a credential or a socket: its gid first, then
  * every supplementary group (a user may be in hundreds). In `stack` when they fit, else allocated
- * (*gids != stack: the caller frees it); out of memory, those that fit. Returns how many. */
+ * (*gids != stack: the caller frees it); out of memory, or when the groups grew between the two
+ * reads, the gid alone (a check then fails closed). Returns how many. */
 size_t cn_self_groups(gid_t stack[CN_GROUPS_MAX], gid_t **gids);
 
 /* notify_conf.c: notify.conf(5) parsed (pure: no file is opened). Apple's access bits
