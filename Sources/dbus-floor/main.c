@@ -17,7 +17,7 @@
  *       the least any socket transport can do
  *
  * And the fan-out with nothing of D-Bus or of ours (issue 36), for the fanout suite's reference row:
- *   bare-fanout N M GAP_MS [write | loop | broadcast]
+ *   bare-fanout N M GAP_MS [write | loop | broadcast | doorbell]
  *       N child processes, each blocked in recv on its own SOCK_SEQPACKET pair; M times, GAP_MS
  *       apart, one byte to each; a child stamps CLOCK_MONOTONIC into shared memory as it gets it.
  *       Prints, per post, the ns until the last child had it ("lost" for one a child missed).
@@ -32,6 +32,11 @@
  *       holds edge-triggered; a child waits in the same shape (its epoll set ready), takes the edge
  *       (epoll_wait, no wait) and reads the counter: what a post costs its poster when one system
  *       call wakes every observer.
+ *       With `doorbell`, the frames of `loop` and the wake-up of `broadcast`: the poster sends
+ *       its byte to each child as in `loop`, then writes once to the eventfd; a child polls its
+ *       pair for a hang-up only (so a frame alone wakes nobody), takes the edge from its epoll set
+ *       and reads its frames with recvmmsg: what one wake-up for all costs when the frames still
+ *       go each on its own socket (the kernel's credentials and bounds per reader kept).
  */
 #define _GNU_SOURCE /* pipe2, F_SETPIPE_SZ */
 #include <dbus/dbus.h>
@@ -313,38 +318,69 @@ static int broadcast_receive(struct pollfd fds[4], const _Atomic uint64_t *poste
     }
 }
 
+static int loop_frames(int fd);
+
+/* `doorbell`'s round: the poll (the pair for its hang-up only), the edge taken from the epoll
+ * set, then every frame there is: how many came, 0 at the end. */
+static int doorbell_receive(struct pollfd fds[4]) {
+    static int full; /* the last read filled its batch: the rest came with the edge already taken */
+    if (full) {
+        int got = loop_frames(fds[3].fd);
+        full = got == 32;
+        if (got != -1) return got;
+    }
+    for (;;) {
+        if (poll(fds, 4, -1) < 0 && errno != EINTR) return 0;
+        struct epoll_event ev[4];
+        if (fds[2].revents && epoll_wait(fds[2].fd, ev, 4, 0) < 0 && errno != EINTR) return 0;
+        if (!fds[2].revents && !fds[3].revents) continue;
+        int got = loop_frames(fds[3].fd);
+        full = got == 32;
+        if (got != -1) return got;
+        if (fds[3].revents) return 0; /* a hang-up with no frame left */
+    }
+}
+
 /* One round of that loop: the poll, then every frame there is (at most 32): how many came, 0 at
  * the end. */
 static int loop_receive(struct pollfd fds[4]) {
-    static unsigned char frames[32][540];
-    struct iovec iov[32];
-    struct mmsghdr msgs[32];
     for (;;) {
         if (poll(fds, 4, -1) < 0 && errno != EINTR) return 0;
         if (!fds[3].revents) continue; /* an error or a hang-up is read too: recvmmsg says which */
-        for (int i = 0; i < 32; i++) {
-            iov[i] = (struct iovec){ frames[i], sizeof frames[i] };
-            msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
-        }
-        int got = recvmmsg(fds[3].fd, msgs, 32, MSG_DONTWAIT | MSG_TRUNC, NULL);
-        if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-        return got > 0 && msgs[0].msg_len > 0 ? got : 0;
+        int got = loop_frames(fds[3].fd);
+        if (got != -1) return got;
     }
+}
+
+/* Every frame there is on fd (at most 32): how many, 0 at the end, -1 for none yet. */
+static int loop_frames(int fd) {
+    static unsigned char frames[32][540];
+    struct iovec iov[32];
+    struct mmsghdr msgs[32];
+    for (int i = 0; i < 32; i++) {
+        iov[i] = (struct iovec){ frames[i], sizeof frames[i] };
+        msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
+    }
+    int got = recvmmsg(fd, msgs, 32, MSG_DONTWAIT | MSG_TRUNC, NULL);
+    if (got < 0 && (errno == EAGAIN || errno == EINTR)) return -1;
+    return got > 0 && msgs[0].msg_len > 0 ? got : 0;
 }
 
 /* bare-fanout N M GAP_MS (above). Each child says it is ready with a byte on its pair (a
  * handshake, no sleep); each exits when its pair closes, and is waited for. */
 static int bare_fanout(int argc, char **argv) {
+    int doorbell = argc == 6 && strcmp(argv[5], "doorbell") == 0;
     int broadcasting = argc == 6 && strcmp(argv[5], "broadcast") == 0;
-    int looping = broadcasting || (argc == 6 && strcmp(argv[5], "loop") == 0);
+    int ringing = broadcasting || doorbell; /* the eventfd wakes every child */
+    int looping = ringing || (argc == 6 && strcmp(argv[5], "loop") == 0);
     int writing = looping || (argc == 6 && strcmp(argv[5], "write") == 0);
     if (argc < 5 || argc > 6 || (argc == 6 && !writing)) {
-        fprintf(stderr, "usage: dbus-floor bare-fanout N M GAP_MS [write | loop | broadcast]\n");
+        fprintf(stderr, "usage: dbus-floor bare-fanout N M GAP_MS [write | loop | broadcast | doorbell]\n");
         return 64;
     }
     long n = atol(argv[2]), m = atol(argv[3]), gap = atol(argv[4]);
     if (n < 1 || n > 1000 || m < 1 || m > 10000 || gap < 0 || gap > 10000) {
-        fprintf(stderr, "usage: dbus-floor bare-fanout N (1-1000) M (1-10000) GAP_MS (0-10000) [write | loop | broadcast]\n");
+        fprintf(stderr, "usage: dbus-floor bare-fanout N (1-1000) M (1-10000) GAP_MS (0-10000) [write | loop | broadcast | doorbell]\n");
         return 64;
     }
     size_t bytes = (size_t)n * (size_t)m * sizeof(uint64_t);
@@ -353,8 +389,8 @@ static int bare_fanout(int argc, char **argv) {
     pid_t *kids = calloc((size_t)n, sizeof *kids);
     /* `broadcast`: the posts so far, and the eventfd every child's epoll set holds. */
     _Atomic uint64_t *posted = mmap(NULL, sizeof *posted, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    int wake_all = broadcasting ? eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) : -1;
-    if (stamps == MAP_FAILED || posted == MAP_FAILED || (broadcasting && wake_all < 0) || !fds || !readers || !kids) {
+    int wake_all = ringing ? eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) : -1;
+    if (stamps == MAP_FAILED || posted == MAP_FAILED || (ringing && wake_all < 0) || !fds || !readers || !kids) {
         fprintf(stderr, "dbus-floor: bare-fanout: %s\n", strerror(errno));
         return 1;
     }
@@ -390,11 +426,13 @@ static int bare_fanout(int argc, char **argv) {
             struct pollfd shape[4];
             if (looping && loop_shape(sv[1], shape) != 0) _exit(1);
             struct epoll_event edge = { .events = EPOLLIN | EPOLLET };
-            if (broadcasting && epoll_ctl(shape[2].fd, EPOLL_CTL_ADD, wake_all, &edge) != 0) _exit(1);
+            if (ringing && epoll_ctl(shape[2].fd, EPOLL_CTL_ADD, wake_all, &edge) != 0) _exit(1);
+            if (doorbell) shape[3].events = 0; /* a frame alone wakes nobody: the eventfd does */
             if (send(sv[1], &b, 1, 0) != 1) _exit(1);
             uint64_t seen = 0;
             for (long post = 0; post < m;) {
                 int got = broadcasting ? broadcast_receive(shape, posted, &seen)
+                          : doorbell   ? doorbell_receive(shape)
                           : looping    ? loop_receive(shape)
                                        : recv(sv[1], &b, 1, 0) == 1;
                 if (got <= 0) _exit(0);
@@ -429,6 +467,10 @@ static int bare_fanout(int argc, char **argv) {
         }
         for (long k = 0; k < n && !broadcasting; k++)
             if (send(fds[k], "p", 1, MSG_NOSIGNAL) != 1) failed = 1;
+        if (doorbell) { /* after every frame is in place */
+            uint64_t one = 1;
+            if (write(wake_all, &one, sizeof one) != sizeof one) failed = 1;
+        }
         struct timespec ts = { gap / 1000, (gap % 1000) * 1000000L };
         nanosleep(&ts, NULL); /* pacing between posts, not synchronisation */
     }

@@ -7,7 +7,7 @@ extension IntegrationSuites {
     @Suite("Benchmark tools", .serialized)
     struct BenchToolTests {
         @Test("dbus-floor bare-fanout, each way, posts back to back: every post reaches every process, the last one too (broadcast lost the last when the hang-up came with it)",
-              arguments: ["", "write", "loop", "broadcast"])
+              arguments: ["", "write", "loop", "broadcast", "doorbell"])
         func bareFanoutLosesNothing(variant: String) throws {
             // Back to back (GAP_MS 0): the poster hangs up right after its last post, so a child
             // that ends at the hang-up before it counted what came with it misses that post.
