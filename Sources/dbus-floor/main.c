@@ -318,7 +318,19 @@ static int broadcast_receive(struct pollfd fds[4], const _Atomic uint64_t *poste
     }
 }
 
-static int loop_frames(int fd);
+/* Every frame there is on fd (at most 32): how many, 0 at the end, -1 for none yet. */
+static int loop_frames(int fd) {
+    static unsigned char frames[32][540];
+    struct iovec iov[32];
+    struct mmsghdr msgs[32];
+    for (int i = 0; i < 32; i++) {
+        iov[i] = (struct iovec){ frames[i], sizeof frames[i] };
+        msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
+    }
+    int got = recvmmsg(fd, msgs, 32, MSG_DONTWAIT | MSG_TRUNC, NULL);
+    if (got < 0 && (errno == EAGAIN || errno == EINTR)) return -1;
+    return got > 0 && msgs[0].msg_len > 0 ? got : 0;
+}
 
 /* `doorbell`'s round: the poll (the pair for its hang-up only), the edge taken from the epoll
  * set, then every frame there is: how many came, 0 at the end. */
@@ -350,20 +362,6 @@ static int loop_receive(struct pollfd fds[4]) {
         int got = loop_frames(fds[3].fd);
         if (got != -1) return got;
     }
-}
-
-/* Every frame there is on fd (at most 32): how many, 0 at the end, -1 for none yet. */
-static int loop_frames(int fd) {
-    static unsigned char frames[32][540];
-    struct iovec iov[32];
-    struct mmsghdr msgs[32];
-    for (int i = 0; i < 32; i++) {
-        iov[i] = (struct iovec){ frames[i], sizeof frames[i] };
-        msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
-    }
-    int got = recvmmsg(fd, msgs, 32, MSG_DONTWAIT | MSG_TRUNC, NULL);
-    if (got < 0 && (errno == EAGAIN || errno == EINTR)) return -1;
-    return got > 0 && msgs[0].msg_len > 0 ? got : 0;
 }
 
 /* bare-fanout N M GAP_MS (above). Each child says it is ready with a byte on its pair (a

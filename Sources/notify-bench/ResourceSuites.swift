@@ -200,7 +200,7 @@ func fanoutSuite(_ options: Options) throws -> [Metric] {
     /// `broadcast`: the same shape, woken by one write to an eventfd every process's epoll set
     /// holds instead of a frame to each: what the poster's share would be with one wake-up for all.
     /// `doorbell`: the frames of `loop` still sent each to its own socket, which wakes nobody, then
-    /// that one write: one wake-up for all with the data path of today (measured: slower than `loop`).
+    /// that one write: one wake-up for all with the data path of today (measured: no faster than `loop`).
     func bare(_ variant: String? = nil) throws -> [Double] {
         let lines = try Child("dbus-floor", ["bare-fanout", "\(observers)", "\(posts)", "50"] + (variant.map { [$0] } ?? []),
                               environment: env).readToEnd()
