@@ -153,6 +153,19 @@ struct ProtocolVectorTests {
                     #expect(CNotify_protocol_fast_hello(origin, token, parts[0], &out, out.count, &length) == 0)
                 }
                 #expect(out.prefix(length).map { String(format: "%02x", $0) }.joined(separator: " ") == row.value, "\(row)")
+            case "fast-path ring setup":
+                var out = [UInt8](repeating: 0, count: 64)
+                var length = 0
+                #expect(CNotify_protocol_fast_ring_setup(&out, out.count, &length) == 0)
+                #expect(out.prefix(length).map { String(format: "%02x", $0) }.joined(separator: " ") == row.value, "\(row)")
+            case "fast-path ring record":
+                // "the POST frame of NAME SEQ" (its backquotes removed)
+                let parts = input.split(separator: " ").suffix(2).map(String.init)
+                var frame = [UInt8](repeating: 0, count: 1024), out = [UInt8](repeating: 0, count: 1024)
+                var frameLength = 0, length = 0
+                #expect(CNotify_protocol_fast_post(parts[0], UInt64(parts[1])!, &frame, frame.count, &frameLength) == 0)
+                #expect(CNotify_protocol_fast_ring_record(frame, frameLength, &out, out.count, &length) == 0)
+                #expect(out.prefix(length).map { String(format: "%02x", $0) }.joined(separator: " ") == row.value, "\(row)")
             case "queue segment name":
                 #expect(QueueSegment.name(first: QueueSegment.first(of: UInt64(input.split(separator: " ")[1])!)) == row.value, "\(row)")
             case "queue segment entry":

@@ -217,6 +217,42 @@ extension IntegrationSuites {
             for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
         }
 
+        /// The rings a process maps (docs/PROTOCOL.md "The ring"), and the eventfds it holds.
+        func ringsAndBells(_ child: ChildProcess) -> (rings: Int, bells: Int) {
+            let pid = child.processIdentifier
+            // Read to its end: a /proc file says it is empty, and a read by its size would be.
+            let data = (try? FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/\(pid)/maps")).readToEnd()) ?? nil
+            let maps = data.map { String(decoding: $0, as: UTF8.self) } ?? ""
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+            let bells = fds.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")) == "anon_inode:[eventfd]" }
+            return (maps.split(separator: "\n").filter { $0.contains("memfd:darwin-notify-ring") }.count, bells.count)
+        }
+
+        @Test("between two of our processes the posts travel in a ring: the observer maps the poster's ring and holds its bell, and gets every post once, in order; an endpoint written from PROTOCOL.md before rings (no features) gets frames on its socket, never a ring (docs: The ring)")
+        func ringBetweenOurs() throws {
+            let deaf = try ChildProcess("cnotify-probe", ["fp-deaf"], environment: bus.environment, stdin: true)
+            defer { deaf.kill() }
+            _ = try deaf.waitForLine { $0.hasPrefix("ready ") }
+            let observer = try peer()
+            _ = try command(observer, "observe fp.ring") { $0 == "observing fp.ring" }
+            let before = ringsAndBells(observer)
+            let poster = try peer()
+            try connect(poster, "fp.ring", peers: 2)
+            try deaf.waitForLine { $0.hasPrefix("accepted ") }
+            // Both connected: one ring, for the observer that announced it reads rings; the deaf
+            // endpoint has frames (which fill its socket later, and cost it its connection).
+            let posting = ringsAndBells(poster), connected = try stats(poster)["peers"]
+            #expect(posting.rings == 1 && posting.bells >= 1 && connected == 2, "poster: \(posting), \(String(describing: connected)) peers")
+            _ = try command(poster, "post fp.ring 500") { $0.hasPrefix("posted fp.ring 500 ") }
+            try observer.waitForLine(timeout: 60) { $0 == "got fp.ring 501" }
+            #expect(received(observer, "fp.ring") == Array(1...501))
+            let seen = try stats(observer)
+            #expect(seen["fast_delivered"]! >= 400 && seen["gaps"] == 0, "\(seen)")
+            let held = ringsAndBells(observer)
+            #expect(before.rings == 0 && held.rings == 1 && held.bells == before.bells + 1, "observer: \(before) then \(held)")
+            for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
+        }
+
         @Test("a flood stays on the fast path: an observer that reads slower than the poster posts makes the poster wait for room (bounded), so its posts keep coming directly, once each and in order")
         func floodStaysDirect() throws {
             let observer = try peer()

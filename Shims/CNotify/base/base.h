@@ -78,6 +78,7 @@ typedef enum cn_lock_level {
     CN_LOCK_LAUNCH,             /* once_lock (transport/bus/bus_launch.c): whether this process checked in */
     CN_LOCK_POLICY,             /* policy_lock (base/policy.c): the parsed notify.conf files */
     CN_LOCK_COMPLETION,         /* a completion's lock (base/completion.c): a reply awaited */
+    CN_LOCK_RINGS,              /* rings_lock (transport/fast/channel_ring.c): the bells and the rings alive; a leaf */
     CN_LOCK_NOTICE,             /* the notice lock (base/notice.c) */
     CN_LOCK_LEVELS
 } cn_lock_level;

@@ -21,7 +21,7 @@ static const char *const names[CN_LOCK_LEVELS] = {
     [CN_LOCK_WATCHES] = "watches.lock", [CN_LOCK_ROOM] = "room_lock", [CN_LOCK_ENDPOINT] = "endpoint.lock",
     [CN_LOCK_LOOP] = "loop.lock", [CN_LOCK_SELF] = "delivery.self_lock", [CN_LOCK_STATE] = "state.lock",
     [CN_LOCK_LAUNCH] = "once_lock", [CN_LOCK_POLICY] = "policy_lock", [CN_LOCK_COMPLETION] = "completion lock",
-    [CN_LOCK_NOTICE] = "notice lock",
+    [CN_LOCK_RINGS] = "rings_lock", [CN_LOCK_NOTICE] = "notice lock",
 };
 
 const char *cn_lock_level_name(int level) {

@@ -182,6 +182,12 @@ uint32_t CNotify_protocol_fast_address(const char *token, char *out, size_t len)
 uint32_t CNotify_protocol_fast_hello(uint64_t origin, uint64_t token, const char *unique_name, unsigned char *out,
                                      size_t cap, size_t *out_len);
 uint32_t CNotify_protocol_fast_post(const char *name, uint64_t seq, unsigned char *out, size_t cap, size_t *out_len);
+/* The ring (docs/PROTOCOL.md "The ring"): CNotify_protocol_fast_ring_setup, the 16 bytes of a
+ * setup (sent with the ring's and the bell's descriptors); CNotify_protocol_fast_ring_record, the
+ * record a frame of `len` bytes (1 to 65,536) is in a ring. INVALID_REQUEST with no room in `out`. */
+uint32_t CNotify_protocol_fast_ring_setup(unsigned char *out, size_t cap, size_t *out_len);
+uint32_t CNotify_protocol_fast_ring_record(const unsigned char *frame, size_t len, unsigned char *out, size_t cap,
+                                           size_t *out_len);
 
 /* Whether `name` is restricted to one user (`user.uid.N…`, docs/PROTOCOL.md): 0 for a plain
  * name, 1 with *out_uid = N, -1 for a `user.uid.` number that is no uid (nobody may post it). */

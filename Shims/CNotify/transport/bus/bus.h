@@ -183,9 +183,10 @@ void cn_rules_remove(cn_bus *b, const char *key, cn_key_kind kind, uint64_t gen)
 typedef struct cn_bus_fast_hooks {
     void *ctx;                          /* NULL: no fast path */
     /* `namespaces`: the observed namespaces it announced (n of them, valid, at most
-     * CN_FAST_NAMESPACES_MAX), pointing into the message: copied if kept. */
+     * CN_FAST_NAMESPACES_MAX), pointing into the message: copied if kept. `features`: what else
+     * the endpoint reads (CN_FAST_FEATURE_*; 0 when it did not say). */
     void (*endpoint)(void *ctx, const char *sender, const char *token, const unsigned char *bitmap,
-                     const char *const *namespaces, size_t n);
+                     const char *const *namespaces, size_t n, uint32_t features);
     void (*refused)(void *ctx);         /* an Endpoint that breaks the contract */
     void (*query)(void *ctx, const char *sender);
     void (*sync)(void *ctx, const char *sender, uint64_t token);
@@ -200,7 +201,9 @@ int cn_bus_fast_receive(cn_bus *b, DBusMessage *msg);
  * reply awaited). A poster's Endpoint rule comes with its first Query (cn_bus_fast_query). */
 void cn_bus_fast_rules(cn_bus *b, uint64_t gen);
 uint32_t cn_bus_fast_announce(cn_bus *b, const char *token, const unsigned char *bitmap, const char *const *namespaces,
-                              size_t n, const char *destination);
+                              size_t n, uint32_t features, const char *destination);
+/* The Endpoint's `features` (PROTOCOL.md "Signals"): bit 0, the endpoint reads rings ("The ring"). */
+#define CN_FAST_FEATURE_RING 1u
 /* Loop thread: the Endpoint rule (once per connection), then a Query: every endpoint answers. */
 uint32_t cn_bus_fast_query(cn_bus *b);
 uint32_t cn_bus_fast_sync(cn_bus *b, const char *destination, uint64_t token);

@@ -17,11 +17,13 @@ static int is_own(cn_bus *b, const char *sender) {
     return cn_bus_fast_unique_name(b, own) && strcmp(own, sender) == 0;
 }
 
-/* The Endpoint's optional fourth argument, `as namespaces`: 1 with none, or with at most
- * CN_FAST_NAMESPACES_MAX valid ones; 0 for anything else (refused). */
-static int read_namespaces(DBusMessage *msg, const char **out, size_t *n) {
+/* The Endpoint's optional fourth and fifth arguments, `as namespaces` and `u features`: 1 with
+ * none, or with at most CN_FAST_NAMESPACES_MAX valid namespaces and then, if any, the features;
+ * 0 for anything else (refused). */
+static int read_namespaces(DBusMessage *msg, const char **out, size_t *n, uint32_t *features) {
     DBusMessageIter it, list;
     *n = 0;
+    *features = 0;
     if (!dbus_message_iter_init(msg, &it) || !dbus_message_iter_next(&it) || !dbus_message_iter_next(&it)
         || !dbus_message_iter_next(&it))
         return 1; /* token, buckets, version: nothing after them */
@@ -34,6 +36,11 @@ static int read_namespaces(DBusMessage *msg, const char **out, size_t *n) {
         if (*n == CN_FAST_NAMESPACES_MAX || cn_validate_namespace(ns) != NOTIFY_STATUS_OK) return 0;
         out[(*n)++] = ns;
     }
+    if (!dbus_message_iter_next(&it)) return 1; /* no features: frames alone */
+    if (dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_UINT32) return 0;
+    dbus_uint32_t bits;
+    dbus_message_iter_get_basic(&it, &bits);
+    *features = bits; /* bits we do not know are another version's: ignored */
     return 1;
 }
 
@@ -60,11 +67,13 @@ int cn_bus_fast_receive(cn_bus *b, DBusMessage *msg) {
         dbus_uint32_t version = 0;
         const char *namespaces[CN_FAST_NAMESPACES_MAX];
         size_t n = 0;
+        uint32_t features = 0;
         if (!dbus_message_get_args(msg, NULL, DBUS_TYPE_STRING, &token, DBUS_TYPE_ARRAY, DBUS_TYPE_BYTE, &bitmap, &len,
                                    DBUS_TYPE_UINT32, &version, DBUS_TYPE_INVALID)
             || version != CN_FAST_WIRE_VERSION || len != CN_FAST_BITMAP_BYTES)
             return 1; /* not one we can read: that observer has the bus copies */
-        if (read_namespaces(msg, namespaces, &n)) b->fast.endpoint(b->fast.ctx, sender, token, bitmap, namespaces, n);
+        if (read_namespaces(msg, namespaces, &n, &features))
+            b->fast.endpoint(b->fast.ctx, sender, token, bitmap, namespaces, n, features);
         else b->fast.refused(b->fast.ctx);
     } else if (dbus_message_has_member(msg, "Query")) {
         b->fast.query(b->fast.ctx, sender);
@@ -106,13 +115,15 @@ static uint32_t send_signal(cn_bus *b, DBusMessage *m, const char *destination) 
 }
 
 uint32_t cn_bus_fast_announce(cn_bus *b, const char *token, const unsigned char *bitmap, const char *const *namespaces,
-                              size_t n, const char *destination) {
+                              size_t n, uint32_t features, const char *destination) {
     DBusMessage *m = dbus_message_new_signal(CN_PATH, CN_FAST_INTERFACE, "Endpoint");
     dbus_uint32_t version = CN_FAST_WIRE_VERSION;
     int ok = m && dbus_message_append_args(m, DBUS_TYPE_STRING, &token, DBUS_TYPE_ARRAY, DBUS_TYPE_BYTE, &bitmap,
                                            CN_FAST_BITMAP_BYTES, DBUS_TYPE_UINT32, &version, DBUS_TYPE_INVALID);
-    if (ok && n) /* none: the argument is left out, as a 0.5.0 observer sends it */
+    if (ok && (n || features)) /* none, and no features: the argument is left out, as a 0.5.0 observer sends it */
         ok = dbus_message_append_args(m, DBUS_TYPE_ARRAY, DBUS_TYPE_STRING, &namespaces, (int)n, DBUS_TYPE_INVALID);
+    dbus_uint32_t bits = features;
+    if (ok && features) ok = dbus_message_append_args(m, DBUS_TYPE_UINT32, &bits, DBUS_TYPE_INVALID);
     if (m && !ok) {
         dbus_message_unref(m);
         m = NULL;

@@ -63,6 +63,7 @@ static cn_channel *wrap(int fd) {
         return NULL;
     }
     s->base.fd = fd;
+    s->base.bell = -1;
     socklen_t len = sizeof s->sndbuf;
     if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &s->sndbuf, &len) != 0) s->sndbuf = 0;
     return &s->base;
@@ -138,7 +139,8 @@ static cn_channel *sp_accept(cn_channel *listener, cn_channel_peer *peer) {
     return wrap(fd);
 }
 
-static cn_channel *sp_connect(const char *token, cn_channel_peer *peer) {
+static cn_channel *sp_connect(const char *token, unsigned flags, cn_channel_peer *peer) {
+    (void)flags; /* frames are all it sends */
     struct sockaddr_un sa;
     socklen_t len;
     int fd = socket_for(token, &sa, &len);
@@ -156,6 +158,8 @@ static int sp_send(cn_channel *c, const unsigned char *frame, size_t len) {
     return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
 }
 
+static void sp_ring(cn_channel *c) { (void)c; /* a send wakes the reader */ }
+
 static void build_headers(read_headers *h, cn_channel_frames *out) {
     for (unsigned i = 0; i < CN_CHANNEL_BATCH; i++) {
         h->iov[i] = (struct iovec){ out->data[i], CN_FAST_FRAME_MAX + 1 };
@@ -169,6 +173,7 @@ CN_HOT static void sp_read(cn_channel *c, unsigned max, cn_channel_frames *out) 
     if (max > CN_CHANNEL_BATCH) max = CN_CHANNEL_BATCH;
     out->count = 0;
     out->closed = 0;
+    out->rewatch = 0;
     read_headers spare, *h = s->headers ? s->headers : (s->headers = calloc(1, sizeof *s->headers));
     if (!h) h = &spare, h->into = NULL; /* no memory to keep them: built for this read alone */
     if (h->into != out) build_headers(h, out); /* the last read went into another buffer */
@@ -205,7 +210,10 @@ static int sp_unread(cn_channel *c) {
     return queued > 0;
 }
 
-static void sp_waiter(cn_channel *c, cn_channel_waiter *out) { out->fd = c->fd; }
+static void sp_waiter(cn_channel *c, cn_channel_waiter *out) {
+    out->fd = c->fd;
+    out->id = 0;
+}
 
 static int sp_await_room(const cn_channel_waiter *w, size_t n, int timeout_ms) {
     struct pollfd fds[64];
@@ -241,6 +249,7 @@ const cn_channel_ops cn_channel_seqpacket = {
     .accept = sp_accept,
     .connect = sp_connect,
     .send = sp_send,
+    .ring = sp_ring,
     .read = sp_read,
     .pressed = sp_pressed,
     .unread = sp_unread,

@@ -93,6 +93,12 @@ struct cn_fast_file {
 int cn_fast_watch(cn_fast *f, cn_fast_file *file, uint32_t events);
 void cn_fast_rewatch(cn_fast *f, cn_fast_file *file, uint32_t events);
 void cn_fast_unwatch(cn_fast *f, cn_fast_file *file);
+/* A read set the connection's bell (cn_channel_frames.rewatch): it is polled from now on, its
+ * descriptor for hang-ups only. Loop thread. */
+void cn_fast_bell_set(cn_fast *f, cn_fast_file *file);
+/* A read of a connection with a bell that may have left frames (it took as many as it asked for):
+ * the bell reported again at the next round. Nothing for one without a bell. Loop thread. */
+void cn_fast_rearm(cn_fast *f, cn_fast_file *file);
 /* Out of the poll set, closed, ch NULL (nothing when not connected). */
 void cn_fast_file_close(cn_fast *f, cn_fast_file *file);
 /* The ready files' callbacks, at most 64 (the loop comes back for more): nonzero when one of
@@ -270,6 +276,7 @@ struct cn_fast_peer {
     char **namespaces;                  /* announced with the bitmap: their posts go directly too */
     size_t nnamespaces;
     int observes;                       /* any bit set, or a namespace */
+    uint32_t features;                  /* what its endpoint announced it reads (CN_FAST_FEATURE_*) */
     uid_t uid;                          /* the listener's, from the kernel */
     cn_channel_groups groups;           /* its gid, then its supplementary groups (channel.h) */
     int mine_cut;                       /* this process was in more groups than it keeps of ours */
@@ -302,7 +309,7 @@ void cn_peers_free(cn_fast *f);
 /* The peer's connection closed; connected again at `retry_at` (ms) if it observes something. */
 void cn_peer_disconnect_locked(cn_fast *f, cn_fast_peer *peer, uint64_t retry_at);
 void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const unsigned char *bitmap,
-                        const char *const *namespaces, size_t n);
+                        const char *const *namespaces, size_t n, uint32_t features);
 void cn_peers_gone(cn_fast *f, const char *unique);
 void cn_peers_disconnected(cn_fast *f);
 void cn_peers_prepare(cn_fast *f, int *timeout_ms);
@@ -332,6 +339,8 @@ struct cn_fast {
     size_t ndirect_polled;
     uint64_t direct_changes, direct_prepared; /* a file left `direct`, ever; and as of the last prepare */
     int direct_wanted;                  /* a file may be moved to `direct` (cn_endpoint_offer_direct) */
+    struct epoll_event *batch;          /* fast_files.c: the events being dispatched, and which (loop thread) */
+    int batch_n, batch_at;
     const cn_channel_ops *chan;         /* the channel its connections are made on (cn_channels[0]) */
     _Atomic int source_added;
     _Atomic int enabled;                /* CNOTIFY_FAST_PATH_OFF, _ON or _DIRECT */

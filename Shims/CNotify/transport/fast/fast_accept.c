@@ -86,6 +86,7 @@ void cn_endpoint_credentials(cn_fast *f, uint64_t request, int ok, pid_t pid, ui
 static int read_hello(cn_fast *f, cn_fast_poster *p) {
     cn_channel_frames got;
     f->chan->read(p->io.ch, 1, &got);
+    if (got.rewatch) cn_fast_bell_set(f, &p->io); /* its first message set up a ring (channel.h) */
     if (got.count == 0 && !got.closed) return 0;
     cn_fast_frame fr;
     if (got.count == 0 || got.len[0] > CN_FAST_FRAME_MAX || cn_fast_parse(got.data[0], got.len[0], &fr) != 0
@@ -124,21 +125,23 @@ void cn_endpoint_sync(cn_fast *f, const char *sender, uint64_t token) {
 
 /* ---- accepting ---- */
 
-/* Whether a connection of `uid` has room: under the caps of connections, of unverified ones
- * (CN_FAST_UNVERIFIED_MAX, CN_FAST_UNVERIFIED_PER_UID of one uid), and of another uid's share. */
+/* Whether a connection of `uid` has room: under the cap of descriptors (fd_cap: each connection
+ * holds one, and one more once its ring's bell came; a new one may take two), the caps of
+ * unverified ones (CN_FAST_UNVERIFIED_MAX, CN_FAST_UNVERIFIED_PER_UID of one uid), and of another
+ * uid's share of connections. */
 static int room_for(cn_fast *f, uid_t uid) {
     cn_fast_endpoint *e = &f->endpoint;
     size_t live = 0, of_uid = 0, unverified_of_uid = 0;
     for (size_t k = 0; k < e->nposters; k++) {
         cn_fast_poster *q = e->posters[k];
         if (!q->io.ch) continue;
-        live++;
+        live += 1 + (q->io.ch->bell >= 0); /* descriptors: a ring's bell is one more */
         if (q->uid != uid) continue;
         of_uid++;
         unverified_of_uid += cn_poster_unverified(q);
     }
     size_t other_share = f->fd_cap / CN_FAST_OTHER_UID_SHARE ? f->fd_cap / CN_FAST_OTHER_UID_SHARE : 1;
-    return live < f->fd_cap && e->unverified < CN_FAST_UNVERIFIED_MAX && e->nposters < 4 * CN_FAST_POSTERS_MAX
+    return live + 2 <= f->fd_cap && e->unverified < CN_FAST_UNVERIFIED_MAX && e->nposters < 4 * CN_FAST_POSTERS_MAX
            && unverified_of_uid < CN_FAST_UNVERIFIED_PER_UID && (uid == geteuid() || uid == 0 || of_uid < other_share);
 }
 

@@ -120,6 +120,10 @@ static int answer_allowed(cn_fast_endpoint *e, uint64_t now) {
     return e->answers_in_second < CN_FAST_ANSWERS_PER_S;
 }
 
+/* What the endpoint reads besides frames, announced with it (PROTOCOL.md "Signals"): rings, when
+ * its channel reads them. */
+static uint32_t features_of(const cn_fast *f) { return f->chan->reads_rings ? CN_FAST_FEATURE_RING : 0; }
+
 void cn_announce_prepare(cn_fast *f, int *timeout_ms) {
     cn_fast_endpoint *e = &f->endpoint;
     /* Off and not listening: the buckets wait (switching it on announces them). */
@@ -139,7 +143,7 @@ void cn_announce_prepare(cn_fast *f, int *timeout_ms) {
         }
         due = 1;
     }
-    if (due && cn_bus_fast_announce(f->bus_impl, e->token, a.bitmap, a.namespaces, a.n, NULL) != NOTIFY_STATUS_OK)
+    if (due && cn_bus_fast_announce(f->bus_impl, e->token, a.bitmap, a.namespaces, a.n, features_of(f), NULL) != NOTIFY_STATUS_OK)
         atomic_store(&e->announce_due, 1); /* once reconnected */
     uint64_t now = cn_now_ms();
     if (due) { /* a broadcast answers everyone who waits */
@@ -162,7 +166,7 @@ void cn_announce_prepare(cn_fast *f, int *timeout_ms) {
             if (slot) *slot = (void *)(uintptr_t)(now << 1);
             free(asker);
         } else {
-            cn_bus_fast_announce(f->bus_impl, e->token, a.bitmap, a.namespaces, a.n, asker);
+            cn_bus_fast_announce(f->bus_impl, e->token, a.bitmap, a.namespaces, a.n, features_of(f), asker);
             e->answers_in_second++;
             atomic_fetch_add(&f->answers, 1);
             if (slot) *slot = (void *)(uintptr_t)(now << 1);
@@ -172,7 +176,7 @@ void cn_announce_prepare(cn_fast *f, int *timeout_ms) {
     e->nqueries = kept;
     if (e->broadcast_answer) {
         if (due || now - e->broadcast_at >= CN_FAST_ANSWER_MS) {
-            if (!due) cn_bus_fast_announce(f->bus_impl, e->token, a.bitmap, a.namespaces, a.n, NULL);
+            if (!due) cn_bus_fast_announce(f->bus_impl, e->token, a.bitmap, a.namespaces, a.n, features_of(f), NULL);
             atomic_fetch_add(&f->answers, 1);
             e->broadcast_at = now;
             e->broadcast_answer = 0;

@@ -145,6 +145,7 @@ CN_HOT void cn_endpoint_read(cn_fast *f, cn_fast_poster *p, uint32_t events) {
      * 0), all there are. */
     for (int round = 0; round < 8 || events == 0; round++) {
         f->chan->read(p->io.ch, CN_CHANNEL_BATCH, &got);
+        if (got.rewatch) cn_fast_bell_set(f, &p->io);
         for (unsigned i = 0; i < got.count; i++) {
             if (!take_frame(f, p, got.data[i], got.len[i])) {
                 if (p->io.ch) hold(p, &got, i + 1); /* waiting for a Sync (a hang-up after is read again) */
@@ -161,6 +162,7 @@ CN_HOT void cn_endpoint_read(cn_fast *f, cn_fast_poster *p, uint32_t events) {
             return;
         }
     }
+    cn_fast_rearm(f, &p->io); /* more may wait, and a bell says so only once */
 }
 
 int cn_endpoint_before_bus(cn_fast *f, const cn_received_post *post) {

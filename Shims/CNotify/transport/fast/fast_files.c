@@ -5,7 +5,12 @@
  * which names its channel's connection and its own callback (as dbus-broker's DispatchFile): the
  * dispatch knows no kind of record. Loop thread, but for cn_fast_watch and cn_fast_file_close
  * of a poster's connections to its observers, which a posting thread calls with peers.lock held
- * (those are never direct, and touch no field of cn_fast here).
+ * (those are never direct, have no bell, and touch no field of cn_fast here).
+ *
+ * A connection with a bell (channel.h: the ring) is two entries of the epoll set, both naming its
+ * file: the bell, edge-triggered, while it is watched for EPOLLIN, and its descriptor for the
+ * rest (hang-ups). It is never direct (poll is level-triggered, and a bell is never read). A
+ * close takes the file's later events out of the batch being dispatched, which may name it twice.
  */
 #include <string.h>
 #include <sys/epoll.h>
@@ -23,15 +28,49 @@ static void undirect(cn_fast *f, cn_fast_file *file) {
     f->direct_wanted = 1;
 }
 
+/* A bell's entry for a file watched for `events`: added, changed (which arms its edge again) or
+ * taken out, as it was watched for `before`. */
+static int bell_watch(cn_fast *f, cn_fast_file *file, uint32_t before, uint32_t events) {
+    struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.ptr = file };
+    int was = (before & EPOLLIN) != 0, is = (events & EPOLLIN) != 0;
+    if (!was && !is) return 0;
+    int op = was && is ? EPOLL_CTL_MOD : is ? EPOLL_CTL_ADD : EPOLL_CTL_DEL;
+    return epoll_ctl(f->epoll_fd, op, file->ch->bell, &ev) == 0 ? 0 : -1;
+}
+
 int cn_fast_watch(cn_fast *f, cn_fast_file *file, uint32_t events) {
     file->events = events;
     file->direct = 0;
-    struct epoll_event ev = { .events = events, .data.ptr = file };
-    return epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, file->ch->fd, &ev) == 0 ? 0 : -1;
+    int bell = file->ch->bell >= 0;
+    struct epoll_event ev = { .events = bell ? events & ~(uint32_t)EPOLLIN : events, .data.ptr = file };
+    if (epoll_ctl(f->epoll_fd, EPOLL_CTL_ADD, file->ch->fd, &ev) != 0) return -1;
+    if (bell && bell_watch(f, file, 0, events) != 0) {
+        epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, file->ch->fd, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+void cn_fast_bell_set(cn_fast *f, cn_fast_file *file) {
+    if (file->direct) undirect(f, file); /* never, while a bell comes with a connection's first read */
+    else epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, file->ch->fd, NULL);
+    cn_fast_watch(f, file, file->events);
+}
+
+void cn_fast_rearm(cn_fast *f, cn_fast_file *file) {
+    if (file->ch && file->ch->bell >= 0) bell_watch(f, file, file->events, file->events);
 }
 
 void cn_fast_rewatch(cn_fast *f, cn_fast_file *file, uint32_t events) {
     if (file->direct && events == EPOLLIN) return; /* read as it is */
+    if (file->ch->bell >= 0) {
+        uint32_t before = file->events;
+        file->events = events;
+        struct epoll_event ev = { .events = events & ~(uint32_t)EPOLLIN, .data.ptr = file };
+        epoll_ctl(f->epoll_fd, EPOLL_CTL_MOD, file->ch->fd, &ev);
+        bell_watch(f, file, before, events);
+        return;
+    }
     file->events = events;
     struct epoll_event ev = { .events = events, .data.ptr = file };
     if (file->direct) { /* back into the epoll set */
@@ -46,6 +85,12 @@ void cn_fast_rewatch(cn_fast *f, cn_fast_file *file, uint32_t events) {
 void cn_fast_unwatch(cn_fast *f, cn_fast_file *file) {
     if (file->direct) undirect(f, file);
     else epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, file->ch->fd, NULL);
+    if (file->ch->bell >= 0) {
+        bell_watch(f, file, file->events, 0);
+        /* The batch being dispatched may name it again (its other entry): not after this. */
+        for (int i = f->batch_at + 1; i < f->batch_n; i++)
+            if (f->batch[i].data.ptr == file) f->batch[i].data.ptr = NULL;
+    }
 }
 
 void cn_fast_file_close(cn_fast *f, cn_fast_file *file) {
@@ -58,7 +103,7 @@ void cn_fast_file_close(cn_fast *f, cn_fast_file *file) {
 }
 
 int cn_fast_direct(cn_fast *f, cn_fast_file *file) {
-    if (file->direct || !file->ch || file->events != EPOLLIN || f->ndirect == CN_FAST_DIRECT_MAX) return 0;
+    if (file->direct || !file->ch || file->ch->bell >= 0 || file->events != EPOLLIN || f->ndirect == CN_FAST_DIRECT_MAX) return 0;
     if (epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, file->ch->fd, NULL) != 0) return 0;
     file->direct = 1;
     f->direct[f->ndirect++] = file;
@@ -68,12 +113,16 @@ int cn_fast_direct(cn_fast *f, cn_fast_file *file) {
 CN_HOT int cn_fast_dispatch(cn_fast *f) {
     struct epoll_event events[64];
     int ready = epoll_wait(f->epoll_fd, events, 64, 0), changed = ready < 0;
-    for (int i = 0; i < ready; i++) {
-        cn_fast_file *file = events[i].data.ptr;
+    f->batch = events;
+    f->batch_n = ready;
+    for (f->batch_at = 0; f->batch_at < ready; f->batch_at++) {
+        cn_fast_file *file = events[f->batch_at].data.ptr;
         /* A callback closes or frees its own record only (each close takes its descriptor out
-         * of the set): later events of this batch name records still alive. */
-        changed |= file->ready(f, file, events[i].events);
+         * of the set, and a file with a bell its second entry out of this batch): later events
+         * of this batch name records still alive. */
+        if (file) changed |= file->ready(f, file, events[f->batch_at].events);
     }
+    f->batch_n = 0;
     return changed;
 }
 

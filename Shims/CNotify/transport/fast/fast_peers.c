@@ -98,7 +98,7 @@ static int copy_namespaces(const char *const *namespaces, size_t n, char ***out)
 static int peer_ready(cn_fast *f, cn_fast_file *io, uint32_t events);
 
 void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const unsigned char *bitmap,
-                        const char *const *namespaces, size_t n) {
+                        const char *const *namespaces, size_t n, uint32_t features) {
     cn_fast_peers *p = &f->peers;
     char **copies = NULL;
     if (!cn_fast_token_valid(token) || strlen(sender) >= 256) {
@@ -133,9 +133,10 @@ void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const
         }
     }
     if (peer) {
-        if (strcmp(peer->token, token) != 0) { /* a new endpoint of that connection */
+        if (strcmp(peer->token, token) != 0 || peer->features != features) { /* a new endpoint of that connection */
             cn_peer_disconnect_locked(f, peer, 0);
             memcpy(peer->token, token, sizeof peer->token);
+            peer->features = features;
         }
         /* Buckets it did not observe: their posts went by the bus alone until now, and a direct
          * copy of the next could overtake them. A new connection brings a new barrier (Sync). */
@@ -196,9 +197,10 @@ static int peer_ready(cn_fast *f, cn_fast_file *io, uint32_t events) {
 
 /* Connects to the endpoint `token` of `unique`, checks who listens there and says HELLO; returns
  * the connection, the listener's uid and gid and the HELLO's sync token, or NULL. No lock held. */
-static cn_channel *connect_peer(cn_fast *f, const char *unique, const char *token, uint64_t origin, cn_channel_peer *who,
-                                uint64_t *token_out) {
-    cn_channel *ch = f->chan->connect(token, who);
+static cn_channel *connect_peer(cn_fast *f, const char *unique, const char *token, uint32_t features, uint64_t origin,
+                                cn_channel_peer *who, uint64_t *token_out) {
+    /* A ring to an endpoint that said it reads rings; frames alone to any other (PROTOCOL.md "The ring"). */
+    cn_channel *ch = f->chan->connect(token, features & CN_FAST_FEATURE_RING ? 0 : CN_CHANNEL_FRAMES_ONLY, who);
     if (!ch) return NULL;
     pid_t bus_pid;
     uid_t bus_uid;
@@ -215,6 +217,7 @@ static cn_channel *connect_peer(cn_fast *f, const char *unique, const char *toke
     if (!cn_bus_fast_unique_name(f->bus_impl, own) || !(n = cn_fast_hello(origin, sync_token, own, frame, sizeof frame))
         || f->chan->send(ch, frame, n) != 1)
         goto fail;
+    f->chan->ring(ch);
     *token_out = sync_token;
     return ch;
 fail:
@@ -224,7 +227,8 @@ fail:
 
 /* The next peer due for a connection, its names copied out and marked "being connected"; 0 when
  * none is due now (the poll bounded by the earliest that will be). peers.lock held. */
-static int pick_due_locked(cn_fast *f, uint64_t now, char unique[256], char token[CN_FAST_TOKEN_LEN + 1], int *timeout_ms) {
+static int pick_due_locked(cn_fast *f, uint64_t now, char unique[256], char token[CN_FAST_TOKEN_LEN + 1],
+                           uint32_t *features, int *timeout_ms) {
     cn_fast_peers *p = &f->peers;
     int found = 0;
     /* At the cap, the others keep their records (and, direct only, their bus copies) and are
@@ -239,6 +243,7 @@ static int pick_due_locked(cn_fast *f, uint64_t now, char unique[256], char toke
         }
         memcpy(unique, peer->unique, 256);
         memcpy(token, peer->token, CN_FAST_TOKEN_LEN + 1);
+        *features = peer->features;
         peer->retry_at = UINT64_MAX; /* being connected */
         found = 1;
     }
@@ -296,13 +301,14 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
     atomic_store(&p->connect_at, UINT64_MAX); /* what is still due is noted again below */
     for (;;) { /* one peer at a time, the lock dropped while connecting */
         char unique[256], token[CN_FAST_TOKEN_LEN + 1];
+        uint32_t features = 0;
         cn_mutex_lock(&p->lock);
-        int found = pick_due_locked(f, now, unique, token, timeout_ms);
+        int found = pick_due_locked(f, now, unique, token, &features, timeout_ms);
         cn_mutex_unlock(&p->lock);
         if (!found) return;
         cn_channel_peer who = { 0 };
         uint64_t sync_token = 0;
-        cn_channel *ch = connect_peer(f, unique, token, origin, &who, &sync_token);
+        cn_channel *ch = connect_peer(f, unique, token, features, origin, &who, &sync_token);
         cn_mutex_lock(&p->lock);
         adopt_locked(f, unique, token, ch, &who, sync_token, now);
         cn_mutex_unlock(&p->lock);

@@ -37,6 +37,7 @@ static int resync_locked(cn_fast *f, cn_fast_peer *peer) {
         if (getrandom(&token, sizeof token, GRND_NONBLOCK) != (ssize_t)sizeof token) token = cn_now_ms() ^ (uintptr_t)peer;
     size_t n = cn_fast_sync(token, frame, sizeof frame);
     int sent = f->chan->send(peer->io.ch, frame, n);
+    if (sent == 1) f->chan->ring(peer->io.ch);
     if (sent == 1 && cn_bus_fast_sync(f->bus_impl, peer->unique, token) == NOTIFY_STATUS_OK) {
         atomic_fetch_sub(&f->peers.behind, 1);
         peer->behind_since = 0;
@@ -179,6 +180,9 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
             failed++;
         }
     }
+    /* One ring for the copies (channel.h): a bell shared by several connections is written once. */
+    for (size_t i = 0; sent && i < p->npeers; i++)
+        if (p->peers[i]->state == CN_K_READY && p->peers[i]->posted) f->chan->ring(p->peers[i]->io.ch);
     /* Then the bus copy, still under the lock (see cn_peers_prepare's Sync). When the post reached
      * an observer directly and every observer that announced wanting it took it (none missed it,
      * none is unconnected, no announcement went unkept), the bus copy is only for whoever we do

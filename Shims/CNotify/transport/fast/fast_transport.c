@@ -67,8 +67,8 @@ static void on_disconnected(void *ctx) {
 /* ---- the bus's fast-path signals (bus_fastpath.c), loop thread ---- */
 
 static void hook_endpoint(void *ctx, const char *sender, const char *token, const unsigned char *bitmap,
-                          const char *const *namespaces, size_t n) {
-    cn_peers_announced(ctx, sender, token, bitmap, namespaces, n);
+                          const char *const *namespaces, size_t n, uint32_t features) {
+    cn_peers_announced(ctx, sender, token, bitmap, namespaces, n, features);
 }
 static void hook_refused(void *ctx) { atomic_fetch_add(&((cn_fast *)ctx)->refused, 1); }
 static void hook_query(void *ctx, const char *sender) { cn_endpoint_query(ctx, sender); }
