@@ -62,6 +62,8 @@ typedef enum cn_lock_level {
     CN_LOCK_OUTBOX,             /* outbox.lock (center/outbox.c): a name's next number and its send */
     CN_LOCK_PEERS,              /* peers.lock (transport/fast/fast_peers.c): the peers and their connections; held across
                                  * a post's non-blocking direct copies and a connection's Sync, sent by the bus */
+    CN_LOCK_CALLS,              /* calls.lock (transport/bus/bus_calls.c): calls awaiting the bus's reply; held across
+                                 * the gate to send one, so its serial is listed before its reply can be read */
     CN_LOCK_LINK,               /* link.lock (transport/bus/bus_link.c): the connection, its generation and identity,
                                  * awaited replies; copied out, never waited under */
     CN_LOCK_GATE,               /* the gate's rwlock (transport/bus/bus_gate.c): shared around one non-blocking send into

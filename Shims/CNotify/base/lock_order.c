@@ -17,7 +17,7 @@ static const char *const names[CN_LOCK_LEVELS] = {
     [CN_LOCK_TOKENS] = "tok_lock", [CN_LOCK_TOKEN] = "token mu", [CN_LOCK_REGISTRY] = "registry.lock",
     [CN_LOCK_SUBS] = "subs.lock", [CN_LOCK_RULES] = "rules.lock", [CN_LOCK_START] = "start_lock",
     [CN_LOCK_RESTRICTED] = "outbox.restricted_lock", [CN_LOCK_OUTBOX] = "outbox.lock", [CN_LOCK_PEERS] = "peers.lock",
-    [CN_LOCK_LINK] = "link.lock", [CN_LOCK_GATE] = "gate", [CN_LOCK_LIBDBUS] = "libdbus's connection lock",
+    [CN_LOCK_CALLS] = "calls.lock", [CN_LOCK_LINK] = "link.lock", [CN_LOCK_GATE] = "gate", [CN_LOCK_LIBDBUS] = "libdbus's connection lock",
     [CN_LOCK_WATCHES] = "watches.lock", [CN_LOCK_ROOM] = "room_lock", [CN_LOCK_ENDPOINT] = "endpoint.lock",
     [CN_LOCK_LOOP] = "loop.lock", [CN_LOCK_SELF] = "delivery.self_lock", [CN_LOCK_STATE] = "state.lock",
     [CN_LOCK_LAUNCH] = "once_lock", [CN_LOCK_POLICY] = "policy_lock", [CN_LOCK_COMPLETION] = "completion lock",

@@ -62,10 +62,18 @@ final class ChildProcess: Sendable {
     /// Every process group a test started: at the end of the test process each is killed, so
     /// nothing of ours outlives the suite even when a test failed half-way. (A pid stays reserved
     /// while its group has members, so the number names our group, not a stranger's.)
+    /// A sanitizer's report ends the process without running atexit (seen: a dbus-daemon of the
+    /// restart test outlived an AddressSanitizer abort), so its death callback stops them too.
     private static let groups: Mutex<Set<Int32>> = {
-        atexit { ChildProcess.groups.withLock { for pgid in $0 { Foundation.kill(-pgid, SIGKILL) } } }
+        atexit { ChildProcess.killGroups() }
+        if let setter = dlsym(nil, "__sanitizer_set_death_callback") {
+            typealias SetDeathCallback = @convention(c) (@convention(c) () -> Void) -> Void
+            unsafeBitCast(setter, to: SetDeathCallback.self)({ ChildProcess.killGroups() })
+        }
         return Mutex([])
     }()
+
+    private static func killGroups() { groups.withLock { for pgid in $0 { Foundation.kill(-pgid, SIGKILL) } } }
 
     /// The directory holding the package's built executables (the test binary's own).
     static let productsDirectory: String = {

@@ -4,7 +4,7 @@
  * named in its heading; another file touches it only through that file's functions.
  *
  * Order of the files (each calls only those listed before it): bus_resolve, embedded_dir, embedded_bus, bus_places,
- * bus_wire, bus_distributed, bus_gate, bus_watches, bus_link, bus_rules, bus_fastpath, bus_receive, bus_send,
+ * bus_wire, bus_distributed, bus_gate, bus_watches, bus_link, bus_calls, bus_rules, bus_fastpath, bus_receive, bus_send,
  * bus_transport. The fast path (fast.h) sits beside them and calls them; they reach it only
  * through the cn_bus_fast_hooks it hands bus_fastpath.c.
  */
@@ -158,6 +158,43 @@ void cn_link_keep_address(cn_bus *b, char *address);
 void cn_link_track(cn_bus *b, cn_completion *w, uint64_t gen);
 void cn_link_untrack(cn_bus *b, cn_completion *w);
 
+/* ---- bus_calls.c: calls to the bus and their replies, with no libdbus pending call shared ---- */
+/* A call's answer, on the loop thread with no lock held: `reply` the bus's (borrowed: ref it to
+ * keep it), NULL when none came (the connection dropped, the deadline passed). */
+typedef void (*cn_call_done)(cn_bus *b, void *ctx, DBusMessage *reply);
+typedef struct cn_call {
+    dbus_uint32_t serial;
+    uint64_t deadline_ms;
+    cn_call_done done;
+    void *ctx;
+} cn_call;
+#define CN_CALLS_MAX 4096           /* calls awaiting their reply at once; past that a call fails */
+typedef struct cn_bus_calls {
+    cn_mutex lock;
+    cn_call *v; size_t n, cap;
+    _Atomic size_t listed;          /* n, read by the loop's prepare with no lock */
+} cn_bus_calls;
+void cn_calls_init(cn_bus *b);
+void cn_calls_free(cn_bus *b);
+/* Sends `call` on `conn` (any thread) and lists it: `done` gets its reply. 0 when it was not sent
+ * (out of memory, CN_CALLS_MAX listed): then `done` is never called. */
+int cn_calls_send(cn_bus *b, DBusConnection *conn, DBusMessage *call, int timeout_ms, cn_call_done done, void *ctx);
+/* From the receive filter: 1 when `msg` was the reply to a listed call (handed to its `done`). */
+int cn_calls_receive(cn_bus *b, DBusMessage *msg);
+/* The loop's prepare: answers the calls past their deadline, lowers *timeout_ms to the next one. */
+void cn_calls_expire(cn_bus *b, int *timeout_ms);
+/* The connection dropped (loop thread): every call listed is answered with NULL. */
+void cn_calls_drop_all(cn_bus *b);
+/* Another thread than the loop: a call sent now, its reply awaited at cn_calls_finish (which
+ * frees it). NULL when it was not sent. */
+typedef struct cn_awaited cn_awaited;
+cn_awaited *cn_calls_begin(cn_bus *b, DBusConnection *conn, DBusMessage *call, int timeout_ms);
+/* Waits at most `wait_ms` for the reply, or for connection `gen` to drop. Returns the reply (the
+ * caller unrefs it) or NULL; *over is 0 only when the wait ran out with the call unanswered. */
+DBusMessage *cn_calls_finish(cn_bus *b, cn_awaited *a, uint64_t gen, long wait_ms, int *over);
+/* Loop thread only: a call whose reply is awaited here, the gate held exclusively meanwhile. */
+DBusMessage *cn_calls_block(cn_bus *b, DBusConnection *conn, DBusMessage *call, int timeout_ms, DBusError *err);
+
 /* ---- bus_rules.c: match rules (AddMatch/RemoveMatch, the plain interface, the catch-all) ---- */
 typedef struct cn_bus_rules {
     cn_mutex lock;
@@ -207,9 +244,8 @@ uint32_t cn_bus_fast_announce(cn_bus *b, const char *token, const unsigned char 
 /* Loop thread: the Endpoint rule (once per connection), then a Query: every endpoint answers. */
 uint32_t cn_bus_fast_query(cn_bus *b);
 uint32_t cn_bus_fast_sync(cn_bus *b, const char *destination, uint64_t token);
-/* What the bus says connection `unique` is (blocking, loop thread, outside dispatch): 1 if it said. */
-int cn_bus_fast_credentials(cn_bus *b, const char *unique, pid_t *pid, uid_t *uid);
-/* The same, not waiting: the answer comes through the credentials hook, from dispatch. */
+/* Asks what the bus says connection `unique` is, not waiting: the answer comes through the
+ * credentials hook, on the loop thread (bus_calls.c). */
 uint32_t cn_bus_fast_ask_credentials(cn_bus *b, const char *unique, uint64_t request);
 int cn_bus_fast_unique_name(cn_bus *b, char out[256]);
 
@@ -241,7 +277,9 @@ struct cn_bus {
     cn_bus_gate gate;
     cn_bus_watches watches;
     cn_bus_rules rules;
+    cn_bus_calls calls;
     cn_map sender_uids;             /* bus_receive.c: unique name -> its uid and groups (loop thread; per connection) */
+    int asking;                     /* bus_receive.c: senders the bus is being asked about (their signals held) */
     cn_bus_fast_hooks fast;         /* bus_fastpath.c: set before the start, then only read */
     uint64_t fast_endpoint_rule_gen;/* bus_fastpath.c, loop thread: the connection the Endpoint rule is on */
     _Atomic int behind;             /* bus_send.c: the last send left more than CN_OUTGOING_MAX queued */

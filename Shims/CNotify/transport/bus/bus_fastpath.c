@@ -218,40 +218,18 @@ static DBusMessage *credentials_call(const char *unique) {
     return call;
 }
 
-/* Blocking, on the loop thread and outside libdbus's dispatch: libdbus reads the socket itself
- * meanwhile and queues what else arrives for the next dispatch. */
-int cn_bus_fast_credentials(cn_bus *b, const char *unique, pid_t *pid, uid_t *uid) {
-    cn_link_view view;
-    if (!cn_link_view_get(b, &view, 0)) return 0;
-    DBusMessage *call = credentials_call(unique);
-    int ok = 0;
-    if (call) {
-        DBusMessage *reply = dbus_connection_send_with_reply_and_block(view.conn, call, 5000, NULL);
-        ok = read_credentials(reply, pid, uid);
-        if (reply) dbus_message_unref(reply);
-        dbus_message_unref(call);
-    }
-    /* What libdbus read meanwhile is queued, not in the socket: poll would not see it, so the
-     * loop is woken to dispatch it this round. */
-    if (dbus_connection_get_dispatch_status(view.conn) == DBUS_DISPATCH_DATA_REMAINS) cn_loop_wake(b->loop);
-    dbus_connection_unref(view.conn);
-    return ok;
-}
-
 typedef struct credentials_ask {
-    cn_bus *b;
     uint64_t request;
 } credentials_ask;
 
-/* From dispatch, on the loop thread (or from the close that completes it with an error). */
-static void credentials_done(DBusPendingCall *call, void *data) {
+/* The bus's answer (bus_calls.c), on the loop thread; NULL when none came. */
+static void credentials_done(cn_bus *b, void *data, DBusMessage *reply) {
     credentials_ask *ask = data;
-    DBusMessage *reply = dbus_pending_call_steal_reply(call);
     pid_t pid = 0;
     uid_t uid = 0;
     int ok = read_credentials(reply, &pid, &uid);
-    if (reply) dbus_message_unref(reply);
-    if (ask->b->fast.credentials) ask->b->fast.credentials(ask->b->fast.ctx, ask->request, ok, pid, uid);
+    if (b->fast.credentials) b->fast.credentials(b->fast.ctx, ask->request, ok, pid, uid);
+    free(ask);
 }
 
 uint32_t cn_bus_fast_ask_credentials(cn_bus *b, const char *unique, uint64_t request) {
@@ -259,24 +237,17 @@ uint32_t cn_bus_fast_ask_credentials(cn_bus *b, const char *unique, uint64_t req
     if (!cn_link_view_get(b, &view, 0)) return NOTIFY_STATUS_SERVER_NOT_FOUND;
     DBusMessage *call = credentials_call(unique);
     credentials_ask *ask = malloc(sizeof *ask);
-    DBusPendingCall *pending = NULL;
     uint32_t st = NOTIFY_STATUS_FAILED;
     if (call && ask) {
-        *ask = (credentials_ask){ b, request };
-        cn_gate_send_enter(b);
-        if (dbus_connection_send_with_reply(view.conn, call, &pending, 5000) && pending) {
-            if (dbus_pending_call_set_notify(pending, credentials_done, ask, free)) {
-                ask = NULL; /* libdbus's now */
-                st = NOTIFY_STATUS_OK;
-            } else {
-                dbus_pending_call_cancel(pending);
-            }
+        ask->request = request;
+        if (cn_calls_send(b, view.conn, call, 5000, credentials_done, ask)) {
+            ask = NULL; /* credentials_done's now */
+            st = NOTIFY_STATUS_OK;
         }
-        cn_gate_send_leave(b, view.conn);
     }
-    if (pending) dbus_pending_call_unref(pending);
     if (call) dbus_message_unref(call);
     free(ask);
     dbus_connection_unref(view.conn);
     return st;
 }
+

@@ -18,8 +18,7 @@
 
 struct cn_rule_request {
     DBusConnection *conn;       /* a reference */
-    DBusPendingCall *call;      /* NULL on the loop thread: added there, blocking */
-    cn_completion *reply;       /* signalled by libdbus, or by the connection's drop */
+    cn_awaited *call;           /* NULL on the loop thread (added there, blocking) or when not sent */
     uint64_t gen;
     cn_key_kind kind;
     char rule[];
@@ -57,27 +56,21 @@ static void ensure_base_rule(cn_bus *b, DBusConnection *conn, uint64_t gen) {
     cn_mutex_unlock(&b->rules.lock);
 }
 
-static void pending_done(DBusPendingCall *pc, void *data) {
-    (void)pc;
-    cn_completion_signal(data);
+static DBusMessage *add_match_call(const char *rule) {
+    DBusMessage *m = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS, "AddMatch");
+    if (m && !dbus_message_append_args(m, DBUS_TYPE_STRING, &rule, DBUS_TYPE_INVALID)) {
+        dbus_message_unref(m);
+        m = NULL;
+    }
+    return m;
 }
 
-static void pending_free(void *data) { cn_completion_unref(data); }
-
-/* Sends AddMatch from the calling thread; the loop thread reads the reply and signals it. */
+/* Sends AddMatch from the calling thread; the loop thread reads the reply (bus_calls.c). */
 static void send_add_match(cn_bus *b, cn_rule_request *r) {
-    DBusMessage *m = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS, "AddMatch");
-    const char *rule = r->rule;
-    r->reply = cn_completion_new();
-    cn_gate_enter(b);
-    if (m && r->reply && dbus_message_append_args(m, DBUS_TYPE_STRING, &rule, DBUS_TYPE_INVALID) &&
-        dbus_connection_send_with_reply(r->conn, m, &r->call, 30000) && r->call) {
-        cn_completion_ref(r->reply); /* libdbus's, released by pending_free */
-        if (!dbus_pending_call_set_notify(r->call, pending_done, r->reply, pending_free))
-            cn_completion_unref(r->reply); /* not taken */
-    }
-    cn_gate_leave(b);
-    if (m) dbus_message_unref(m);
+    DBusMessage *m = add_match_call(r->rule);
+    if (!m) return;
+    r->call = cn_calls_begin(b, r->conn, m, 30000);
+    dbus_message_unref(m);
 }
 
 cn_rule_request *cn_rules_add_begin(cn_bus *b, const char *key, cn_key_kind kind, uint64_t gen) {
@@ -103,42 +96,43 @@ static uint32_t refusal(const char *key, const char *name, const char *text) {
     return strcmp(name, DBUS_ERROR_LIMITS_EXCEEDED) == 0 ? CN_STATUS_RULE_LIMIT : NOTIFY_STATUS_FAILED;
 }
 
-static uint32_t add_blocking(cn_rule_request *r, const char *key) {
+/* The refusal in `reply` (unref'd here), or OK: a reply, or none because the connection went. */
+static uint32_t answer_of(DBusMessage *reply, const char *key) {
+    uint32_t st = NOTIFY_STATUS_OK;
+    if (reply && dbus_message_get_type(reply) == DBUS_MESSAGE_TYPE_ERROR) {
+        const char *text = NULL;
+        dbus_message_get_args(reply, NULL, DBUS_TYPE_STRING, &text, DBUS_TYPE_INVALID);
+        st = refusal(key, dbus_message_get_error_name(reply), text);
+    }
+    if (reply) dbus_message_unref(reply);
+    return st;
+}
+
+/* On the loop thread, which alone reads: added blocking (bus_calls.c). */
+static uint32_t add_blocking(cn_bus *b, cn_rule_request *r, const char *key) {
+    DBusMessage *m = add_match_call(r->rule);
+    if (!m) return NOTIFY_STATUS_OK; /* out of memory: as disconnected, the reconnection adds it */
     DBusError err;
     dbus_error_init(&err);
-    dbus_bus_add_match(r->conn, r->rule, &err); /* libdbus reads the reply itself */
-    uint32_t st = dbus_error_is_set(&err) ? refusal(key, err.name, err.message) : NOTIFY_STATUS_OK;
+    DBusMessage *reply = cn_calls_block(b, r->conn, m, 30000, &err);
+    dbus_message_unref(m);
+    uint32_t st = reply ? answer_of(reply, key) : dbus_error_is_set(&err) ? refusal(key, err.name, err.message) : NOTIFY_STATUS_OK;
     dbus_error_free(&err);
     return st;
 }
 
-static int call_completed(void *call) { return dbus_pending_call_get_completed(call); }
-
-/* Waits for the reply with no lock held. libdbus completes the call on the reply or at its 30 s
- * timeout, and dropping the connection signals us; the 40 s only guards against a stopped loop. */
+/* Waits for the reply with no lock held. The bus answers, or the call's 30 s deadline or its
+ * connection's drop ends it; the 40 s only guards against a stopped loop. */
 static uint32_t await_reply(cn_bus *b, cn_rule_request *r, const char *key) {
     if (!r->call) return NOTIFY_STATUS_OK; /* nothing was sent (out of memory): as disconnected */
-    cn_link_track(b, r->reply, r->gen);
-    int finished = cn_completion_wait(r->reply, call_completed, r->call, 40000);
-    cn_link_untrack(b, r->reply);
-    DBusMessage *reply = dbus_pending_call_get_completed(r->call) ? dbus_pending_call_steal_reply(r->call) : NULL;
-    uint32_t st = NOTIFY_STATUS_OK;
-    if (!reply) {
-        dbus_pending_call_cancel(r->call);
-        if (!finished) {
-            cn_set_error("the bus did not answer AddMatch for '%s' within 40 s", key);
-            st = NOTIFY_STATUS_SERVER_NOT_FOUND;
-        }
-    } else {
-        if (dbus_message_get_type(reply) == DBUS_MESSAGE_TYPE_ERROR) {
-            const char *text = NULL;
-            dbus_message_get_args(reply, NULL, DBUS_TYPE_STRING, &text, DBUS_TYPE_INVALID);
-            st = refusal(key, dbus_message_get_error_name(reply), text);
-        }
-        dbus_message_unref(reply);
+    int over = 0;
+    DBusMessage *reply = cn_calls_finish(b, r->call, r->gen, 40000, &over);
+    r->call = NULL;
+    if (!reply && !over) {
+        cn_set_error("the bus did not answer AddMatch for '%s' within 40 s", key);
+        return NOTIFY_STATUS_SERVER_NOT_FOUND;
     }
-    dbus_pending_call_unref(r->call);
-    return st;
+    return answer_of(reply, key);
 }
 
 /* The bus allows no more rules on this connection: the one rule that selects every post, once
@@ -160,9 +154,8 @@ static uint32_t use_catchall(cn_bus *b, cn_rule_request *r, const char *key) {
     *all = (cn_rule_request){ .conn = r->conn, .gen = r->gen };
     memcpy(all->rule, CN_CATCHALL_RULE, sizeof CN_CATCHALL_RULE);
     uint32_t st;
-    if (cn_loop_on_thread(b->loop)) st = add_blocking(all, key);
+    if (cn_loop_on_thread(b->loop)) st = add_blocking(b, all, key);
     else { send_add_match(b, all); st = await_reply(b, all, key); }
-    if (all->reply) cn_completion_unref(all->reply);
     free(all);
     if (st != NOTIFY_STATUS_OK) {
         cn_mutex_lock(&b->rules.lock);
@@ -175,9 +168,8 @@ static uint32_t use_catchall(cn_bus *b, cn_rule_request *r, const char *key) {
 
 uint32_t cn_rules_add_finish(cn_bus *b, cn_rule_request *r, const char *key) {
     if (!r) return NOTIFY_STATUS_OK;
-    uint32_t st = cn_loop_on_thread(b->loop) ? add_blocking(r, key) : await_reply(b, r, key);
+    uint32_t st = cn_loop_on_thread(b->loop) ? add_blocking(b, r, key) : await_reply(b, r, key);
     if (st == CN_STATUS_RULE_LIMIT) st = use_catchall(b, r, key);
-    if (r->reply) cn_completion_unref(r->reply);
     dbus_connection_unref(r->conn);
     free(r);
     return st;

@@ -38,6 +38,7 @@ static void drop_connection(cn_bus *b) {
         dbus_connection_unref(conn);
     }
     b->loop_conn = NULL;
+    cn_calls_drop_all(b); /* the calls made on it: no reply will come */
     cn_receive_forget_senders(b);
     b->events.disconnected(b->events.ctx);
 }
@@ -68,6 +69,7 @@ static size_t source_prepare(void *ctx, struct pollfd *fds, size_t cap, int *tim
         *timeout_ms = 0; /* reconnect at once */
         return 0;
     }
+    cn_calls_expire(b, timeout_ms);
     return cn_watches_prepare(b, fds, cap, timeout_ms);
 }
 
@@ -143,6 +145,7 @@ static void bus_destroy(cn_transport *t) {
     cn_bus *b = bus_of(t);
     cn_receive_forget_senders(b);
     cn_rules_free(b);
+    cn_calls_free(b);
     cn_watches_free(b);
     cn_gate_free(b);
     cn_link_free(b);
@@ -182,5 +185,6 @@ cn_transport *cn_bus_transport_new(const char *spec, int resolved, cn_bus_kind k
     cn_gate_init(b);
     cn_watches_init(b);
     cn_rules_init(b);
+    cn_calls_init(b);
     return &b->base;
 }

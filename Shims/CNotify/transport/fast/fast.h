@@ -290,6 +290,15 @@ struct cn_fast_peer {
     unsigned char posted, reads;
 };
 
+/* A connection made to an endpoint, awaiting the bus's word on who made its announcement. */
+typedef struct cn_fast_connecting {
+    uint64_t request;                   /* its credentials request (cn_bus_fast_ask_credentials) */
+    char unique[256], token[CN_FAST_TOKEN_LEN + 1];
+    cn_channel *ch;
+    cn_channel_peer who;                /* who listens there, as the kernel says */
+} cn_fast_connecting;
+#define CN_FAST_CONNECTING_MAX 16       /* connections awaiting their answer at once */
+
 typedef struct cn_fast_peers {
     cn_mutex lock;               /* the table; around a post's copies and a connection's Sync */
     cn_fast_peer **peers;
@@ -303,6 +312,8 @@ typedef struct cn_fast_peers {
     _Atomic uint64_t connect_at;        /* ms: the earliest a peer is due to be connected; UINT64_MAX: none
                                          * (the loop's round then never takes the lock: a posting thread
                                          * holds it most of the time in a flood) */
+    cn_fast_connecting connecting[CN_FAST_CONNECTING_MAX]; /* the loop thread's alone */
+    size_t nconnecting;
 } cn_fast_peers;
 void cn_peers_init(cn_fast_peers *p);
 void cn_peers_free(cn_fast *f);
@@ -313,6 +324,8 @@ void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const
 void cn_peers_gone(cn_fast *f, const char *unique);
 void cn_peers_disconnected(cn_fast *f);
 void cn_peers_prepare(cn_fast *f, int *timeout_ms);
+/* The bus's answer to credentials `request`: 1 when it was a connection's of this file (taken). */
+int cn_peers_credentials(cn_fast *f, uint64_t request, int ok, pid_t pid, uid_t uid);
 
 /* ---- fast_post.c: a post's direct copies, and a peer that reads slower than we post ---- */
 /* Any thread, the outbox's lock held: the post to every connected peer observing its bucket,

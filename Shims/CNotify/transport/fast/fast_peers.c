@@ -10,7 +10,8 @@
  *
  * peers.lock is taken with the outbox's lock held, around a post's direct copies and its bus
  * copy, and around a connection's Sync: that is the order barrier (PROTOCOL.md "Fast path"). No
- * lock is held while connecting or asking the bus.
+ * lock is held while connecting, and the bus is asked without waiting: a connection awaits its
+ * answer in `connecting` (the loop thread's), at most CN_FAST_CONNECTING_MAX at once.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,7 @@ static void remove_locked(cn_fast *f, size_t i) {
 
 void cn_peers_free(cn_fast *f) {
     cn_fast_peers *p = &f->peers;
+    while (p->nconnecting) f->chan->close(p->connecting[--p->nconnecting].ch);
     cn_mutex_lock(&p->lock);
     while (p->npeers) remove_locked(f, p->npeers - 1);
     cn_mutex_unlock(&p->lock);
@@ -195,34 +197,42 @@ static int peer_ready(cn_fast *f, cn_fast_file *io, uint32_t events) {
     return 1;
 }
 
-/* Connects to the endpoint `token` of `unique`, checks who listens there and says HELLO; returns
- * the connection, the listener's uid and gid and the HELLO's sync token, or NULL. No lock held. */
-static cn_channel *connect_peer(cn_fast *f, const char *unique, const char *token, uint32_t features, uint64_t origin,
-                                cn_channel_peer *who, uint64_t *token_out) {
+/* Connects to the endpoint `token` of `unique` and asks the bus who made that announcement (no
+ * waiting): 1 when the connection now awaits the answer, 0 when it failed. No lock held. */
+static int connect_peer(cn_fast *f, const char *unique, const char *token, uint32_t features) {
     /* A ring to an endpoint that said it reads rings; frames alone to any other (PROTOCOL.md "The ring"). */
-    cn_channel *ch = f->chan->connect(token, features & CN_FAST_FEATURE_RING ? 0 : CN_CHANNEL_FRAMES_ONLY, who);
-    if (!ch) return NULL;
-    pid_t bus_pid;
-    uid_t bus_uid;
-    char own[256];
+    cn_channel_peer who = { 0 };
+    cn_channel *ch = f->chan->connect(token, features & CN_FAST_FEATURE_RING ? 0 : CN_CHANNEL_FRAMES_ONLY, &who);
+    if (!ch) return 0;
+    uint64_t request = ++f->endpoint.next_request; /* one numbering with the endpoint's asks */
+    if (cn_bus_fast_ask_credentials(f->bus_impl, unique, request) != NOTIFY_STATUS_OK) {
+        f->chan->close(ch);
+        return 0;
+    }
+    cn_fast_connecting *c = &f->peers.connecting[f->peers.nconnecting++];
+    c->request = request;
+    snprintf(c->unique, sizeof c->unique, "%s", unique);
+    snprintf(c->token, sizeof c->token, "%s", token);
+    c->ch = ch;
+    c->who = who;
+    return 1;
+}
+
+/* The connection checked: the listener is the process the bus says made the announcement. Says
+ * HELLO; returns the HELLO's sync token, or 0 (the connection then closed). */
+static uint64_t say_hello(cn_fast *f, cn_channel *ch) {
     uint64_t sync_token = 0;
     unsigned char frame[CN_FAST_FRAME_MAX];
+    char own[256];
     size_t n;
-    if (!cn_bus_fast_credentials(f->bus_impl, unique, &bus_pid, &bus_uid) || bus_pid != who->pid || bus_uid != who->uid) {
-        atomic_fetch_add(&f->refused, 1); /* the listener is another process: never posted to */
-        goto fail;
-    }
     while (sync_token == 0)
-        if (getrandom(&sync_token, sizeof sync_token, 0) != (ssize_t)sizeof sync_token) goto fail;
-    if (!cn_bus_fast_unique_name(f->bus_impl, own) || !(n = cn_fast_hello(origin, sync_token, own, frame, sizeof frame))
-        || f->chan->send(ch, frame, n) != 1)
-        goto fail;
+        if (getrandom(&sync_token, sizeof sync_token, 0) != (ssize_t)sizeof sync_token) return 0;
+    if (!cn_bus_fast_unique_name(f->bus_impl, own) ||
+        !(n = cn_fast_hello(atomic_load(&f->peers.origin), sync_token, own, frame, sizeof frame)) ||
+        f->chan->send(ch, frame, n) != 1)
+        return 0;
     f->chan->ring(ch);
-    *token_out = sync_token;
-    return ch;
-fail:
-    f->chan->close(ch);
-    return NULL;
+    return sync_token;
 }
 
 /* The next peer due for a connection, its names copied out and marked "being connected"; 0 when
@@ -299,18 +309,43 @@ void cn_peers_prepare(cn_fast *f, int *timeout_ms) {
         return;
     }
     atomic_store(&p->connect_at, UINT64_MAX); /* what is still due is noted again below */
-    for (;;) { /* one peer at a time, the lock dropped while connecting */
+    /* One peer at a time, the lock dropped while connecting; the bus's answers come later. */
+    while (p->nconnecting < CN_FAST_CONNECTING_MAX) {
         char unique[256], token[CN_FAST_TOKEN_LEN + 1];
         uint32_t features = 0;
         cn_mutex_lock(&p->lock);
         int found = pick_due_locked(f, now, unique, token, &features, timeout_ms);
         cn_mutex_unlock(&p->lock);
         if (!found) return;
-        cn_channel_peer who = { 0 };
-        uint64_t sync_token = 0;
-        cn_channel *ch = connect_peer(f, unique, token, features, origin, &who, &sync_token);
+        if (connect_peer(f, unique, token, features)) continue;
         cn_mutex_lock(&p->lock);
-        adopt_locked(f, unique, token, ch, &who, sync_token, now);
+        adopt_locked(f, unique, token, NULL, NULL, 0, now);
         cn_mutex_unlock(&p->lock);
     }
+    /* As many await their answer as may: the rest stay due, looked at again once one is in. */
+    atomic_store(&p->connect_at, now);
+}
+
+int cn_peers_credentials(cn_fast *f, uint64_t request, int ok, pid_t pid, uid_t uid) {
+    cn_fast_peers *p = &f->peers;
+    size_t i = 0;
+    while (i < p->nconnecting && p->connecting[i].request != request) i++;
+    if (i == p->nconnecting) return 0;
+    cn_fast_connecting c = p->connecting[i];
+    p->connecting[i] = p->connecting[--p->nconnecting];
+    uint64_t sync_token = 0;
+    if (!ok || pid != c.who.pid || uid != c.who.uid) {
+        atomic_fetch_add(&f->refused, 1); /* the listener is another process: never posted to */
+    } else if (!(sync_token = say_hello(f, c.ch))) {
+        ok = 0;
+    }
+    if (!sync_token) {
+        f->chan->close(c.ch);
+        c.ch = NULL;
+    }
+    cn_mutex_lock(&p->lock);
+    adopt_locked(f, c.unique, c.token, c.ch, &c.who, sync_token, cn_now_ms());
+    cn_mutex_unlock(&p->lock);
+    if (atomic_load(&p->connect_at) != UINT64_MAX) cn_loop_unsettle(f->loop); /* the next due may go now */
+    return 1;
 }

@@ -74,7 +74,7 @@ static void hook_refused(void *ctx) { atomic_fetch_add(&((cn_fast *)ctx)->refuse
 static void hook_query(void *ctx, const char *sender) { cn_endpoint_query(ctx, sender); }
 static void hook_sync(void *ctx, const char *sender, uint64_t token) { cn_endpoint_sync(ctx, sender, token); }
 static void hook_credentials(void *ctx, uint64_t request, int ok, pid_t pid, uid_t uid) {
-    cn_endpoint_credentials(ctx, request, ok, pid, uid);
+    if (!cn_peers_credentials(ctx, request, ok, pid, uid)) cn_endpoint_credentials(ctx, request, ok, pid, uid);
 }
 static void hook_name_lost(void *ctx, const char *unique) {
     cn_peers_gone(ctx, unique);
