@@ -168,6 +168,8 @@ typedef struct cn_call {
     cn_call_done done;
     void *ctx;
 } cn_call;
+/* The bus's GetConnectionCredentials of `unique`, built (NULL: out of memory); sent with cn_calls_send. */
+DBusMessage *cn_calls_credentials(const char *unique);
 #define CN_CALLS_MAX 4096           /* calls awaiting their reply at once; past that a call fails */
 typedef struct cn_bus_calls {
     cn_mutex lock;

@@ -57,6 +57,16 @@ int cn_calls_send(cn_bus *b, DBusConnection *conn, DBusMessage *call, int timeou
     return sent;
 }
 
+DBusMessage *cn_calls_credentials(const char *unique) {
+    DBusMessage *call = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS,
+                                                     "GetConnectionCredentials");
+    if (call && !dbus_message_append_args(call, DBUS_TYPE_STRING, &unique, DBUS_TYPE_INVALID)) {
+        dbus_message_unref(call);
+        call = NULL;
+    }
+    return call;
+}
+
 int cn_calls_receive(cn_bus *b, DBusMessage *msg) {
     int type = dbus_message_get_type(msg);
     if (type != DBUS_MESSAGE_TYPE_METHOD_RETURN && type != DBUS_MESSAGE_TYPE_ERROR) return 0;
@@ -79,26 +89,39 @@ int cn_calls_receive(cn_bus *b, DBusMessage *msg) {
 }
 
 /* Answers with NULL, on the loop thread, every call listed (all) or those past their deadline,
- * and lowers *timeout_ms to the earliest deadline left (timeout_ms may be NULL). */
+ * and lowers *timeout_ms to the earliest deadline left (timeout_ms may be NULL). One pass over the
+ * list takes out up to a batch of them under the lock; they are answered with no lock held, and
+ * another pass is made only when the batch came full. */
 static void answer_none(cn_bus *b, int all, int *timeout_ms) {
+    enum { BATCH = 64 };
     uint64_t now = cn_now_ms(), earliest = UINT64_MAX;
-    for (;;) {
-        cn_call gone = { 0 };
+    size_t taken;
+    do {
+        cn_call gone[BATCH];
+        taken = 0;
+        earliest = UINT64_MAX;
         cn_mutex_lock(&b->calls.lock);
+        size_t kept = 0;
         for (size_t i = 0; i < b->calls.n; i++) {
-            if (all || b->calls.v[i].deadline_ms <= now) {
-                gone = b->calls.v[i];
-                b->calls.v[i] = b->calls.v[--b->calls.n];
-                atomic_store_explicit(&b->calls.listed, b->calls.n, memory_order_relaxed);
-                break;
+            cn_call c = b->calls.v[i];
+            if (taken < BATCH && (all || c.deadline_ms <= now)) {
+                gone[taken++] = c;
+                continue;
             }
+            if (c.deadline_ms < earliest) earliest = c.deadline_ms;
+            b->calls.v[kept++] = c;
         }
-        if (!gone.done)
-            for (size_t i = 0; i < b->calls.n; i++)
-                if (b->calls.v[i].deadline_ms < earliest) earliest = b->calls.v[i].deadline_ms;
+        b->calls.n = kept;
+        atomic_store_explicit(&b->calls.listed, kept, memory_order_relaxed);
         cn_mutex_unlock(&b->calls.lock);
-        if (!gone.done) break;
-        gone.done(b, gone.ctx, NULL);
+        for (size_t i = 0; i < taken; i++) gone[i].done(b, gone[i].ctx, NULL);
+    } while (taken == BATCH);
+    if (taken) { /* an answer may have listed a call: the earliest deadline is looked at again */
+        earliest = UINT64_MAX;
+        cn_mutex_lock(&b->calls.lock);
+        for (size_t i = 0; i < b->calls.n; i++)
+            if (b->calls.v[i].deadline_ms < earliest) earliest = b->calls.v[i].deadline_ms;
+        cn_mutex_unlock(&b->calls.lock);
     }
     if (timeout_ms && earliest != UINT64_MAX) cn_loop_timeout_until(timeout_ms, earliest, now);
 }

@@ -208,16 +208,6 @@ static int read_credentials(DBusMessage *reply, pid_t *pid, uid_t *uid) {
     return have_pid && have_uid;
 }
 
-static DBusMessage *credentials_call(const char *unique) {
-    DBusMessage *call = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS,
-                                                     "GetConnectionCredentials");
-    if (call && !dbus_message_append_args(call, DBUS_TYPE_STRING, &unique, DBUS_TYPE_INVALID)) {
-        dbus_message_unref(call);
-        call = NULL;
-    }
-    return call;
-}
-
 typedef struct credentials_ask {
     uint64_t request;
 } credentials_ask;
@@ -235,7 +225,7 @@ static void credentials_done(cn_bus *b, void *data, DBusMessage *reply) {
 uint32_t cn_bus_fast_ask_credentials(cn_bus *b, const char *unique, uint64_t request) {
     cn_link_view view;
     if (!cn_link_view_get(b, &view, 0)) return NOTIFY_STATUS_SERVER_NOT_FOUND;
-    DBusMessage *call = credentials_call(unique);
+    DBusMessage *call = cn_calls_credentials(unique);
     credentials_ask *ask = malloc(sizeof *ask);
     uint32_t st = NOTIFY_STATUS_FAILED;
     if (call && ask) {

@@ -143,13 +143,11 @@ static int sender_allowed(cn_bus *b, DBusConnection *conn, const char *sender, c
             cn_map_each(&b->sender_uids, count_held, b);
             cn_receive_forget_senders(b);
         }
-        DBusMessage *call = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS,
-                                                         "GetConnectionCredentials");
+        DBusMessage *call = cn_calls_credentials(sender);
         char *name = strdup(sender);
         s = calloc(1, sizeof *s);
         int asked = conn && call && name && s && cn_map_put(&b->sender_uids, sender, s) == 0;
-        if (asked && !(dbus_message_append_args(call, DBUS_TYPE_STRING, &sender, DBUS_TYPE_INVALID) &&
-                       cn_calls_send(b, conn, call, 5000, identity_done, name))) {
+        if (asked && !cn_calls_send(b, conn, call, 5000, identity_done, name)) {
             cn_map_remove(&b->sender_uids, sender);
             asked = 0;
         }

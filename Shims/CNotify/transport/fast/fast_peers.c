@@ -334,11 +334,10 @@ int cn_peers_credentials(cn_fast *f, uint64_t request, int ok, pid_t pid, uid_t 
     cn_fast_connecting c = p->connecting[i];
     p->connecting[i] = p->connecting[--p->nconnecting];
     uint64_t sync_token = 0;
-    if (!ok || pid != c.who.pid || uid != c.who.uid) {
+    if (!ok || pid != c.who.pid || uid != c.who.uid)
         atomic_fetch_add(&f->refused, 1); /* the listener is another process: never posted to */
-    } else if (!(sync_token = say_hello(f, c.ch))) {
-        ok = 0;
-    }
+    else
+        sync_token = say_hello(f, c.ch); /* 0: the HELLO could not be said */
     if (!sync_token) {
         f->chan->close(c.ch);
         c.ch = NULL;

@@ -117,6 +117,19 @@ static void test_list(void) {
     CHECK(a.calls == 2 && a.with_reply == 1, "the drop answers the rest with none");
     cn_calls_drop_all(b);
     CHECK(a.calls == 2 && late.calls == 1, "nothing is answered twice");
+    /* More than one batch of the answering pass (64): 150 past their deadline among 300. */
+    answers many_late = { 0 }, many = { 0 };
+    int listed = 0;
+    for (int i = 0; i < 300; i++) listed += cn_calls_send(b, conn, call, i % 2 ? 0 : 60000, note, i % 2 ? &many_late : &many);
+    CHECK(listed == 300, "300 listed");
+    timeout = -1;
+    cn_calls_expire(b, &timeout);
+    CHECK(many_late.calls == 150 && many.calls == 0, "the 150 past their deadline answered, the rest not (%d, %d)",
+          many_late.calls, many.calls);
+    CHECK(timeout > 50000 && timeout <= 60000, "then the loop sleeps until the next deadline (%d ms)", timeout);
+    cn_calls_drop_all(b);
+    CHECK(many.calls == 150 && many_late.calls == 150 && b->calls.n == 0, "the drop answers the other 150, once each (%d)",
+          many.calls);
     dbus_message_unref(call);
     dbus_message_unref(forged);
     dbus_message_unref(other);
