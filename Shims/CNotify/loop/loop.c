@@ -3,11 +3,13 @@
  * descriptors and deadline), one poll over the wake fd and all of them, then every source handles
  * what became ready. A round after one in which every source only moved data, nobody woke or
  * unsettled the loop and no deadline came, is lean: the same descriptors are polled again until
- * the same deadline, and handled, with no prepare (a post's delivery is one poll and its reading).
+ * the same deadline, and handled, with no prepare (a post's delivery is one wait and its reading).
+ * When a source has an epoll set of its own, the loop waits in that set alone (below).
  * Started by the first call that needs it; stopped by the center's destroy.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include "loop.h"
@@ -24,6 +26,9 @@ int cn_loop_init(cn_loop *l, cn_loop_owner owner) {
     l->owner = owner;
     l->settled = 0; /* the first round prepares */
     l->deadline_ms = UINT64_MAX;
+    l->set_fd = -1;
+    l->nset_events = -1;
+    for (size_t i = 0; i < sizeof l->registered / sizeof l->registered[0]; i++) l->registered[i] = -1;
     return 0;
 }
 
@@ -70,13 +75,8 @@ void cn_loop_unsettle(cn_loop *l) {
     if (tl_loop == l) l->unsettled = 1;
 }
 
-/* The poll and the handles, of a prepared round or a lean one. */
-CN_HOT static void poll_and_handle(cn_loop *l, int timeout) {
-    int r = poll(l->fds, (nfds_t)l->nfds, timeout);
-    if (r < 0 && errno != EINTR) {
-        l->settled = 0;
-        return;
-    }
+/* The handles, after a wait that found `r` descriptors ready (0: its time ran out). */
+CN_HOT static void handle_ready(cn_loop *l, int r) {
     int woken = r > 0 && (l->fds[0].revents & POLLIN);
     if (woken) drain_wake(l);
     int changed = 0;
@@ -84,6 +84,171 @@ CN_HOT static void poll_and_handle(cn_loop *l, int timeout) {
         changed |= l->polled[i].handle(l->polled[i].ctx, l->fds + l->first[i], l->first[i + 1] - l->first[i]);
     /* Nothing timed out, woke the loop or changed what a prepare would say. */
     l->settled = r > 0 && !woken && !changed && !l->rewake && !l->unsettled;
+}
+
+/* The poll and the handles, of a round with no set to wait in. */
+CN_HOT static void poll_and_handle(cn_loop *l, int timeout) {
+    int r = poll(l->fds, (nfds_t)l->nfds, timeout);
+    if (r < 0 && errno != EINTR) {
+        l->settled = 0;
+        return;
+    }
+    handle_ready(l, r);
+}
+
+/* ---- waiting in a source's epoll set ----
+ *
+ * Polling the fast path's set among the round's other descriptors made two system calls for
+ * every wake-up by a ring's bell (poll, then the source's epoll_wait), and poll sets up and takes
+ * down a wait on each descriptor every time. Instead each descriptor of the round but the set's
+ * own has an entry of the loop's in that set, and a round waits with one epoll_wait. The entries
+ * are one-shot (one that fired is armed again before the next wait) and tagged with their index
+ * and the generation they were armed in. After a prepare, an index that names a new number, or
+ * new events, gets its entry again; and once a source noted that a descriptor it named may have
+ * closed (cn_loop_note_close), every entry is changed in place (EPOLL_CTL_MOD, which the kernel
+ * refuses when that number is another file now: then it is added), so a number closed and reused
+ * is never taken for its old file. Otherwise a prepare costs no epoll_ctl. The kernel keeps the
+ * entry of a descriptor closed while another reference to its file lives (a forked child's copy):
+ * its generation is older than its index's, it fires at most once, and it reaches nobody. */
+
+static uint32_t epoll_of(short events) {
+    return (events & POLLIN ? EPOLLIN : 0u) | (events & POLLOUT ? EPOLLOUT : 0u) | (events & POLLPRI ? EPOLLPRI : 0u);
+}
+static short poll_of(uint32_t events) {
+    return (short)((events & EPOLLIN ? POLLIN : 0) | (events & EPOLLOUT ? POLLOUT : 0) | (events & EPOLLPRI ? POLLPRI : 0) |
+                   (events & EPOLLERR ? POLLERR : 0) | (events & EPOLLHUP ? POLLHUP : 0));
+}
+#define GEN_MASK 0x7fffffffu
+
+/* Every entry of the loop out of `set_fd` (the set refused one, or it is no longer the set). */
+static void drop_entries(cn_loop *l, int set_fd) {
+    for (size_t i = 0; i < sizeof l->registered / sizeof l->registered[0]; i++)
+        if (l->registered[i] >= 0) {
+            epoll_ctl(set_fd, EPOLL_CTL_DEL, l->registered[i], NULL); /* closed since: refused, harmless */
+            l->registered[i] = -1;
+            l->armed[i] = 0;
+        }
+}
+
+/* Index i's entry armed for fds[i] under this generation: changed in place when it names that
+ * number already, else added; an entry a later index of this pass held for the number is taken
+ * over. 0 when the set refuses it (the number twice in the round, the source's own). */
+static int arm(cn_loop *l, size_t i) {
+    int fd = l->fds[i].fd;
+    struct epoll_event ev = { .events = epoll_of(l->fds[i].events) | EPOLLONESHOT,
+                              .data.u64 = CN_LOOP_MIRROR_TAG | (uint64_t)(l->set_gen & GEN_MASK) << 32 | (uint64_t)i };
+    if (!(l->registered[i] == fd && epoll_ctl(l->set_fd, EPOLL_CTL_MOD, fd, &ev) == 0) &&
+        epoll_ctl(l->set_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        size_t j = i + 1;
+        while (j < sizeof l->registered / sizeof l->registered[0] && l->registered[j] != fd) j++;
+        if (errno != EEXIST || j == sizeof l->registered / sizeof l->registered[0] ||
+            epoll_ctl(l->set_fd, EPOLL_CTL_MOD, fd, &ev) != 0)
+            return 0;
+        l->registered[j] = -1; /* that index's entry is this one's now */
+        l->armed[j] = 0;
+    }
+    l->registered[i] = fd;
+    l->reg_events[i] = l->fds[i].events;
+    l->reg_gen[i] = l->set_gen;
+    l->armed[i] = 1;
+    return 1;
+}
+
+/* After a prepare: the round's descriptors (`old_n` in the last) have their entries, armed. */
+static int sync_entries(cn_loop *l, size_t old_n) {
+    l->set_gen++;
+    uint32_t closes = atomic_load_explicit(&l->closes, memory_order_acquire);
+    int check = closes != l->synced_closes;
+    l->synced_closes = closes;
+    size_t top = old_n > l->nfds ? old_n : l->nfds;
+    for (size_t i = 0; i < top; i++) {
+        int fd = i < l->nfds && i != l->set_at ? l->fds[i].fd : -1;
+        if (l->registered[i] >= 0 && l->registered[i] != fd) {
+            epoll_ctl(l->set_fd, EPOLL_CTL_DEL, l->registered[i], NULL); /* closed since: refused, harmless */
+            l->registered[i] = -1;
+            l->armed[i] = 0;
+        }
+        if (fd < 0) continue;
+        if (!check && l->registered[i] == fd && l->reg_events[i] == l->fds[i].events && l->armed[i]) continue;
+        if (!arm(l, i)) return 0;
+    }
+    return 1;
+}
+
+/* Before a lean round's wait: each entry that fired armed again. */
+static int rearm(cn_loop *l) {
+    for (size_t i = 0; i < l->nfds; i++)
+        if (l->registered[i] >= 0 && !l->armed[i] && !arm(l, i)) return 0;
+    return 1;
+}
+
+/* The wait in the set: the source's own events kept for it (cn_loop_epoll_events), the round's
+ * descriptors given the revents a poll would have. */
+CN_HOT static void wait_in_set(cn_loop *l, int timeout) {
+    struct epoll_event got[64];
+    atomic_fetch_add_explicit(&l->set_waits, 1, memory_order_relaxed);
+    int r = epoll_wait(l->set_fd, got, 64, timeout);
+    if (r < 0 && errno != EINTR) {
+        l->settled = 0;
+        return;
+    }
+    int ready = 0;
+    l->nset_events = 0;
+    for (int k = 0; k < r; k++) {
+        uint64_t data = got[k].data.u64;
+        if (!(data & CN_LOOP_MIRROR_TAG)) {
+            l->set_events[l->nset_events++] = got[k];
+            continue;
+        }
+        size_t i = (size_t)(uint32_t)data;
+        if (i >= l->nfds || l->registered[i] < 0 || ((data >> 32) & GEN_MASK) != (l->reg_gen[i] & GEN_MASK))
+            continue; /* stale: fired once, never again */
+        l->fds[i].revents = poll_of(got[k].events);
+        l->armed[i] = 0;
+        ready++;
+    }
+    if (l->nset_events > 0) {
+        l->fds[l->set_at].revents = POLLIN;
+        ready++;
+    }
+    handle_ready(l, ready);
+    l->nset_events = -1;
+}
+
+/* A round's wait: in the set when there is one that took every entry, else a poll. */
+CN_HOT static void wait_and_handle(cn_loop *l, int timeout) {
+    if (l->set_fd >= 0 && !l->set_failed) wait_in_set(l, timeout);
+    else poll_and_handle(l, timeout);
+}
+
+void cn_loop_note_close(cn_loop *l) { atomic_fetch_add_explicit(&l->closes, 1, memory_order_release); }
+
+void cn_loop_epoll_release(cn_loop *l, int fd) {
+    if (l->set_fd < 0) return;
+    for (size_t i = 0; i < l->nfds; i++)
+        if (l->registered[i] == fd) {
+            epoll_ctl(l->set_fd, EPOLL_CTL_DEL, fd, NULL);
+            l->registered[i] = -1; /* not armed again; an event of it this round is not given */
+            l->armed[i] = 0;
+        }
+}
+
+void cn_loop_epoll_forget(cn_loop *l, const void *record) {
+    for (int k = 0; k < l->nset_events; k++)
+        if (l->set_events[k].data.ptr == record) l->set_events[k].data.u64 = 0;
+}
+
+int cn_loop_epoll_events(cn_loop *l, int set_fd, struct epoll_event *out, int cap) {
+    if (l->nset_events >= 0 && set_fd == l->set_fd) {
+        int n = l->nset_events < cap ? l->nset_events : cap;
+        memcpy(out, l->set_events, (size_t)n * sizeof *out);
+        l->nset_events = -1;
+        return n;
+    }
+    int r = epoll_wait(set_fd, out, cap, 0), n = 0;
+    for (int k = 0; k < r; k++) /* a tagged one is a stale entry of the loop's */
+        if (!(out[k].data.u64 & CN_LOOP_MIRROR_TAG)) out[n++] = out[k];
+    return r < 0 ? r : n;
 }
 
 /* A lean round, when the last one settled: 0 when it must be a prepared one (a deadline came). */
@@ -96,7 +261,11 @@ CN_HOT static int lean_round(cn_loop *l) {
     }
     l->rewake = l->unsettled = 0;
     for (size_t i = 0; i < l->nfds; i++) l->fds[i].revents = 0;
-    poll_and_handle(l, timeout);
+    if (l->set_fd >= 0 && !l->set_failed && !rearm(l)) {
+        drop_entries(l, l->set_fd);
+        l->set_failed = 1;
+    }
+    wait_and_handle(l, timeout);
     return 1;
 }
 
@@ -107,20 +276,32 @@ CN_HOT static void run_round(cn_loop *l) {
     l->npolled = l->nsources;
     memcpy(l->polled, l->sources, l->npolled * sizeof *l->polled);
     cn_mutex_unlock(&l->lock);
-    size_t n = 1;
-    int timeout = -1;
+    size_t n = 1, old_n = l->nfds;
+    int timeout = -1, old_set = l->set_fd;
     l->rewake = l->unsettled = 0;
     l->fds[0] = (struct pollfd){ .fd = l->wake_fd, .events = POLLIN };
+    l->set_fd = -1;
     for (size_t i = 0; i < l->npolled; i++) {
         l->first[i] = n;
-        n += l->polled[i].prepare(l->polled[i].ctx, l->fds + n, CN_LOOP_FDS_PER_SOURCE, &timeout);
+        size_t got = l->polled[i].prepare(l->polled[i].ctx, l->fds + n, CN_LOOP_FDS_PER_SOURCE, &timeout);
+        int set = l->set_fd < 0 && l->polled[i].wait_set ? l->polled[i].wait_set(l->polled[i].ctx) : -1;
+        for (size_t k = n; set >= 0 && k < n + got; k++)
+            if (l->fds[k].fd == set) { /* the set to wait in, when its source named it */
+                l->set_fd = set;
+                l->set_at = k;
+                break;
+            }
+        n += got;
     }
     l->first[l->npolled] = n;
     l->nfds = n;
+    if (old_set >= 0 && old_set != l->set_fd) drop_entries(l, old_set);
+    l->set_failed = l->set_fd >= 0 && !sync_entries(l, old_set == l->set_fd ? old_n : 0);
+    if (l->set_failed) drop_entries(l, l->set_fd); /* this prepare's rounds poll */
     if (l->rewake) timeout = 0; /* woken by its own thread while preparing: look again at once */
     l->deadline_ms = timeout < 0 ? UINT64_MAX : cn_now_ms() + (uint64_t)timeout;
     if (atomic_load_explicit(&l->stopping, memory_order_acquire)) return;
-    poll_and_handle(l, timeout);
+    wait_and_handle(l, timeout);
 }
 
 CN_HOT static void *loop_main(void *arg) {

@@ -16,6 +16,7 @@
 #define CNOTIFY_LOOP_H
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include "../base/base.h"
 
 #define CN_LOOP_SOURCES_MAX 4
@@ -33,6 +34,12 @@ typedef struct cn_loop_source {
     int (*handle)(void *ctx, const struct pollfd *fds, size_t n);
     /* The loop is ending: close what the source holds. */
     void (*stop)(void *ctx);
+    /* Optional (NULL: none): the source's own epoll set, which its prepare names among its
+     * descriptors and whose events it takes in its handle with cn_loop_epoll_events. The loop
+     * then waits in that set alone, the round's other descriptors added to it as the loop's own
+     * entries (one-shot, their data tagged CN_LOOP_MIRROR_TAG, which a source's own data never
+     * has). -1: none this time. */
+    int (*wait_set)(void *ctx);
 } cn_loop_source;
 
 /* What the loop reports to the one who made it. */
@@ -61,7 +68,23 @@ typedef struct cn_loop {
     uint64_t deadline_ms;               /* of the last prepared round (cn_now_ms), UINT64_MAX: none */
     int settled;                        /* the last round only moved data: the next may be lean */
     int rewake, unsettled;              /* cn_loop_wake, cn_loop_unsettle on the loop thread this round */
+    /* Waiting in a source's epoll set (cn_loop_source.wait_set): the loop thread's alone. */
+    int set_fd;                         /* that set, -1: the loop polls */
+    size_t set_at;                      /* the index in fds of its own descriptor */
+    int set_failed;                     /* the set refused an entry: this prepare's rounds poll */
+    uint32_t set_gen;                   /* tags this prepare's entries (an older one is stale) */
+    int registered[1 + CN_LOOP_SOURCES_MAX * CN_LOOP_FDS_PER_SOURCE]; /* fd of index i's entry, -1 */
+    short reg_events[1 + CN_LOOP_SOURCES_MAX * CN_LOOP_FDS_PER_SOURCE]; /* the poll events it stands for */
+    uint32_t reg_gen[1 + CN_LOOP_SOURCES_MAX * CN_LOOP_FDS_PER_SOURCE];  /* the generation it was armed in */
+    unsigned char armed[1 + CN_LOOP_SOURCES_MAX * CN_LOOP_FDS_PER_SOURCE]; /* not fired since armed */
+    _Atomic uint32_t closes;            /* cn_loop_note_close: a named descriptor may have closed */
+    uint32_t synced_closes;             /* closes when the entries were last checked against the kernel */
+    struct epoll_event set_events[64];  /* the source's own events the last wait returned */
+    int nset_events;                    /* how many; -1: none taken (the source asks the set) */
+    _Atomic uint64_t set_waits;         /* waits made in the set (read by tests) */
 } cn_loop;
+/* The data of a descriptor the loop adds to a source's set: this bit, its generation, its index. */
+#define CN_LOOP_MIRROR_TAG (1ull << 63)
 
 /* For a source's prepare: the poll waits at most `ms` (negative: no bound of this source's). */
 static inline void cn_loop_timeout_lower(int *timeout_ms, int ms) {
@@ -92,5 +115,20 @@ void cn_loop_unsettle(cn_loop *l);
  * the loop). From the loop thread itself: it ends after the current round and calls
  * owner.ended; returns 0. A loop never started returns 1. */
 int cn_loop_stop(cn_loop *l);
+/* In the handle of a source with a wait_set, on the loop thread: the events of its own
+ * descriptors this round (at most `cap`): those the loop's wait returned, else what the set has
+ * ready now (epoll_wait with no wait). The loop's own entries are never among them. */
+int cn_loop_epoll_events(cn_loop *l, int set_fd, struct epoll_event *out, int cap);
+/* On the loop thread, when a source takes a descriptor out of its set: the events the loop's
+ * wait took for it (data.ptr `record`), not yet handed over, are dropped. */
+void cn_loop_epoll_forget(cn_loop *l, const void *record);
+/* On the loop thread, before a source adds `fd` to its set: the loop's own entry for it (a
+ * descriptor of the round, such as a connection the source had the loop poll itself) is taken
+ * out, so the source's add is not refused. */
+void cn_loop_epoll_release(cn_loop *l, int fd);
+/* Any thread, before a source closes (or lets libdbus close) a descriptor its prepare named: the
+ * next prepare checks every entry of the loop's against the kernel (a number may be another file
+ * then). Between such notes an entry whose number and events stay the same is left as it is. */
+void cn_loop_note_close(cn_loop *l);
 
 #endif

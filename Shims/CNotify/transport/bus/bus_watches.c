@@ -41,7 +41,10 @@ static void remove_watch(DBusWatch *w, void *data) {
     for (size_t i = 0; i < ws->nwatches; i++)
         if (ws->watches[i] == w) { ws->watches[i] = ws->watches[--ws->nwatches]; break; }
     cn_mutex_unlock(&ws->lock);
-    cn_loop_unsettle(((cn_bus *)data)->loop); /* its descriptor is not polled again */
+    /* Its descriptor is not polled again, and libdbus may close it now: the loop's entry for it
+     * is checked against the kernel at the next prepare (a new connection may get its number). */
+    cn_loop_note_close(((cn_bus *)data)->loop);
+    cn_loop_unsettle(((cn_bus *)data)->loop);
 }
 
 static void toggle_watch(DBusWatch *w, void *data) {

@@ -3,9 +3,11 @@
  * center's loop, holding the listener and every connection of either side, but for a few proved
  * connections polled by the loop itself (direct). Each polled record begins with a cn_fast_file,
  * which names its channel's connection and its own callback (as dbus-broker's DispatchFile): the
- * dispatch knows no kind of record. Loop thread, but for cn_fast_watch and cn_fast_file_close
- * of a poster's connections to its observers, which a posting thread calls with peers.lock held
- * (those are never direct, have no bell, and touch no field of cn_fast here).
+ * dispatch knows no kind of record. The set is also where the loop waits (loop.c): its events
+ * come through cn_loop_epoll_events, and a descriptor the loop polls (the direct files) is out of
+ * it as this file's, in it as the loop's. Loop thread, but for cn_fast_watch and
+ * cn_fast_file_close of a poster's connections to its observers, which a posting thread calls
+ * with peers.lock held (those are never direct, have no bell, and touch no field of cn_fast here).
  *
  * A connection with a bell (channel.h: the ring) is two entries of the epoll set, both naming its
  * file: the bell, edge-triggered, while it is watched for EPOLLIN, and its descriptor for the
@@ -16,8 +18,10 @@
 #include <sys/epoll.h>
 #include "fast.h"
 
-/* Out of the direct files (loop thread): the prepared poll set no longer says what is polled. */
+/* Out of the direct files (loop thread): the prepared poll set no longer says what is polled.
+ * The loop's entry for it in the set makes way for this file's own. */
 static void undirect(cn_fast *f, cn_fast_file *file) {
+    cn_loop_epoll_release(f->loop, file->ch->fd);
     file->direct = 0;
     for (size_t i = 0; i < f->ndirect; i++)
         if (f->direct[i] == file) {
@@ -85,11 +89,14 @@ void cn_fast_rewatch(cn_fast *f, cn_fast_file *file, uint32_t events) {
 void cn_fast_unwatch(cn_fast *f, cn_fast_file *file) {
     if (file->direct) undirect(f, file);
     else epoll_ctl(f->epoll_fd, EPOLL_CTL_DEL, file->ch->fd, NULL);
-    if (file->ch->bell >= 0) {
-        bell_watch(f, file, file->events, 0);
-        /* The batch being dispatched may name it again (its other entry): not after this. */
+    if (file->ch->bell >= 0) bell_watch(f, file, file->events, 0);
+    /* The batch being dispatched may name it again (a bell's other entry, or an event the loop's
+     * wait took before this, in another source's handle): not after this. Only the loop thread
+     * dispatches. */
+    if (cn_loop_on_thread(f->loop)) {
         for (int i = f->batch_at + 1; i < f->batch_n; i++)
             if (f->batch[i].data.ptr == file) f->batch[i].data.ptr = NULL;
+        cn_loop_epoll_forget(f->loop, file);
     }
 }
 
@@ -112,7 +119,7 @@ int cn_fast_direct(cn_fast *f, cn_fast_file *file) {
 
 CN_HOT int cn_fast_dispatch(cn_fast *f) {
     struct epoll_event events[64];
-    int ready = epoll_wait(f->epoll_fd, events, 64, 0), changed = ready < 0;
+    int ready = cn_loop_epoll_events(f->loop, f->epoll_fd, events, 64), changed = ready < 0;
     f->batch = events;
     f->batch_n = ready;
     for (f->batch_at = 0; f->batch_at < ready; f->batch_at++) {
@@ -145,9 +152,14 @@ size_t cn_fast_files_prepare(cn_fast *f, struct pollfd *fds, size_t cap) {
 CN_HOT int cn_fast_files_handle(cn_fast *f, const struct pollfd *fds, size_t n) {
     if (n == 0) return 0;
     int changed = 0;
-    /* The direct files first: one a callback closes here is out of the epoll set's answer below.
-     * Their records are alive while no file left them since the prepare (a close is a leaving);
-     * once one has, the rest wait for the next, prepared, round (poll is level-triggered). */
+    /* The set's events first: the loop's wait took them from the kernel already (loop.c), so they
+     * are dispatched in this round whatever the direct files do; a close during the batch takes
+     * the closed file's later events out of it (cn_fast_unwatch). */
+    if (fds[0].revents & POLLIN) changed |= cn_fast_dispatch(f);
+    else if (fds[0].revents) changed = 1;
+    /* Then the direct files. Their records are alive while no file left them since the prepare
+     * (a close is a leaving); once one has, the rest wait for the next, prepared, round (what is
+     * ready stays ready: poll and the loop's one-shot entries are level-triggered). */
     for (size_t i = 1; i < n && i - 1 < f->ndirect_polled; i++) {
         if (!fds[i].revents) continue;
         if (f->direct_changes != f->direct_prepared || (fds[i].revents & POLLNVAL)) return 1;
@@ -155,8 +167,5 @@ CN_HOT int cn_fast_files_handle(cn_fast *f, const struct pollfd *fds, size_t n) 
         /* poll's POLLIN, POLLERR and POLLHUP are epoll's EPOLLIN, EPOLLERR and EPOLLHUP */
         changed |= file->ready(f, file, (uint32_t)(fds[i].revents & (POLLIN | POLLERR | POLLHUP)));
     }
-    if (f->direct_changes != f->direct_prepared) changed = 1;
-    if (!fds[0].revents) return changed;
-    if (!(fds[0].revents & POLLIN)) return 1;
-    return changed | cn_fast_dispatch(f);
+    return changed | (f->direct_changes != f->direct_prepared);
 }

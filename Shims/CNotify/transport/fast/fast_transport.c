@@ -96,6 +96,14 @@ CN_HOT static int source_handle(void *ctx, const struct pollfd *fds, size_t n) {
     return cn_fast_files_handle(ctx, fds, n);
 }
 
+/* The loop waits in the fast path's set while the fast path is on: with it off, every post comes by
+ * the bus, whose descriptor an entry of the loop's would cost an epoll_ctl per wake-up (one-shot),
+ * where a poll costs none (measured: the bus-only ping-pong 0.07 of the floor slower). */
+static int source_wait_set(void *ctx) {
+    cn_fast *f = ctx;
+    return atomic_load_explicit(&f->enabled, memory_order_relaxed) != CNOTIFY_FAST_PATH_OFF ? f->epoll_fd : -1;
+}
+
 static void source_stop(void *ctx) {
     cn_fast *f = ctx;
     cn_peers_disconnected(f);
@@ -108,7 +116,7 @@ static uint32_t fast_start(cn_transport *t) {
     cn_fast *f = op(t);
     uint32_t st = f->bus->ops->start(f->bus);
     if (st == NOTIFY_STATUS_OK && !atomic_exchange(&f->source_added, 1)) {
-        cn_loop_source source = { f, source_prepare, source_handle, source_stop };
+        cn_loop_source source = { f, source_prepare, source_handle, source_stop, source_wait_set };
         if (cn_loop_add_source(f->loop, &source) != 0) atomic_store(&f->enabled, 0); /* the bus alone */
         cn_loop_wake(f->loop);
     }
