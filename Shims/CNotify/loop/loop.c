@@ -139,13 +139,18 @@ static int arm(cn_loop *l, size_t i) {
                               .data.u64 = CN_LOOP_MIRROR_TAG | (uint64_t)(l->set_gen & GEN_MASK) << 32 | (uint64_t)i };
     if (!(l->registered[i] == fd && epoll_ctl(l->set_fd, EPOLL_CTL_MOD, fd, &ev) == 0) &&
         epoll_ctl(l->set_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        size_t j = i + 1;
-        while (j < sizeof l->registered / sizeof l->registered[0] && l->registered[j] != fd) j++;
-        if (errno != EEXIST || j == sizeof l->registered / sizeof l->registered[0] ||
-            epoll_ctl(l->set_fd, EPOLL_CTL_MOD, fd, &ev) != 0)
-            return 0;
-        l->registered[j] = -1; /* that index's entry is this one's now */
-        l->armed[j] = 0;
+        /* The number is in the set already: an earlier index of this pass holds it (the same
+         * descriptor twice: refused), or an entry of the loop's no index holds any more (forgotten
+         * after a noted close, or a later index's): taken over. A descriptor the loop names is
+         * never one of the source's own entries. */
+        for (size_t j = 0; j < i; j++)
+            if (l->registered[j] == fd) return 0;
+        if (errno != EEXIST || epoll_ctl(l->set_fd, EPOLL_CTL_MOD, fd, &ev) != 0) return 0;
+        for (size_t j = i + 1; j < sizeof l->registered / sizeof l->registered[0]; j++)
+            if (l->registered[j] == fd) { /* that index's entry is this one's now */
+                l->registered[j] = -1;
+                l->armed[j] = 0;
+            }
     }
     l->registered[i] = fd;
     l->reg_events[i] = l->fds[i].events;
@@ -164,7 +169,10 @@ static int sync_entries(cn_loop *l, size_t old_n) {
     for (size_t i = 0; i < top; i++) {
         int fd = i < l->nfds && i != l->set_at ? l->fds[i].fd : -1;
         if (l->registered[i] >= 0 && l->registered[i] != fd) {
-            epoll_ctl(l->set_fd, EPOLL_CTL_DEL, l->registered[i], NULL); /* closed since: refused, harmless */
+            /* After a noted close the number may be a new file the source added to its set: not
+             * deleted by number then, only forgotten (a closed file's entry is gone, a stale one
+             * fires once and is told apart; one still open is taken over if named again). */
+            if (!check) epoll_ctl(l->set_fd, EPOLL_CTL_DEL, l->registered[i], NULL);
             l->registered[i] = -1;
             l->armed[i] = 0;
         }

@@ -32,6 +32,9 @@ static uint64_t deadline_at;           /* ms (cn_now_ms): the source's deadline,
 static int victim[2];                  /* a second pipe the source polls, replaced by 'x' */
 static int victim_hits;                /* its reads (100 for a readiness with nothing to read) */
 static int stale_read = -1, stale_write = -1; /* the victim pipe 'x' replaced */
+static int own_read = -1, own_write = -1; /* 'k': the set's source's own pipe, under the victim's old number */
+static int own_events;                    /* its events, reaching the set's source */
+static int set_fd = -1, bell = -1, bell_events; /* the source with a set (below) */
 
 static size_t fake_prepare(void *ctx, struct pollfd *fds, size_t cap, int *timeout_ms) {
     (void)ctx;
@@ -64,7 +67,7 @@ static int fake_handle(void *ctx, const struct pollfd *fds, size_t n) {
     if (n == 0 || !(fds[0].revents & POLLIN)) return 0;
     char byte = 0;
     if (read(pipe_fds[0], &byte, 1) != 1) return 1;
-    int result = byte == 'c' || byte == 'x';
+    int result = byte == 'c' || byte == 'x' || byte == 'k';
     if (byte == 'x') { /* a new victim pipe under the old read end's number; the old one's lives on in a dup */
         int number = victim[0], fresh[2];
         cn_loop_note_close(&loop); /* as a source must, before it closes a descriptor it named */
@@ -79,6 +82,23 @@ static int fake_handle(void *ctx, const struct pollfd *fds, size_t n) {
         victim[0] = number;
         victim[1] = fresh[1];
     }
+    if (byte == 'k' && set_fd >= 0) { /* the victim closed (noted), its number taken by the set's source */
+        int number = victim[0];
+        cn_loop_note_close(&loop);
+        close(victim[0]);
+        close(victim[1]);
+        int fresh[2];
+        if (pipe2(fresh, O_NONBLOCK) != 0) abort();
+        if (fresh[0] != number) {
+            dup2(fresh[0], number);
+            close(fresh[0]);
+        }
+        own_read = number;
+        own_write = fresh[1];
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &own_read };
+        if (epoll_ctl(set_fd, EPOLL_CTL_ADD, own_read, &ev) != 0) abort();
+        if (pipe2(victim, O_NONBLOCK) != 0) abort(); /* the victim again, under another number */
+    }
     if (byte == 'u') cn_loop_unsettle(&loop);
     if (byte == 'w') cn_loop_wake(&loop);
     pthread_mutex_lock(&mu);
@@ -92,7 +112,6 @@ static int fake_handle(void *ctx, const struct pollfd *fds, size_t n) {
 static void fake_stop(void *ctx) { (void)ctx; stopped = 1; }
 
 /* The source with a set: an epoll set holding an eventfd (the bell), edge-triggered. */
-static int set_fd = -1, bell = -1, bell_events;
 static size_t set_prepare(void *ctx, struct pollfd *fds, size_t cap, int *timeout_ms) {
     (void)ctx;
     (void)timeout_ms;
@@ -106,7 +125,13 @@ static int set_handle(void *ctx, const struct pollfd *fds, size_t n) {
     struct epoll_event ev[8];
     int got = cn_loop_epoll_events(&loop, set_fd, ev, 8);
     pthread_mutex_lock(&mu);
-    for (int k = 0; k < got; k++) bell_events += ev[k].data.ptr == &bell;
+    for (int k = 0; k < got; k++) {
+        bell_events += ev[k].data.ptr == &bell;
+        if (ev[k].data.ptr == &own_read) {
+            char c;
+            while (read(own_read, &c, 1) == 1) own_events++;
+        }
+    }
     pthread_cond_broadcast(&changed);
     pthread_mutex_unlock(&mu);
     return 0;
@@ -148,7 +173,7 @@ static int command(char byte) {
 
 static void suite(int with_set) {
     const char *mode = with_set ? "beside a set" : "alone";
-    prepares = handled = stopped = ended = deadline_seen = bell_events = victim_hits = 0;
+    prepares = handled = stopped = ended = deadline_seen = bell_events = victim_hits = own_events = 0;
     deadline_at = 0;
     CHECK(pipe(pipe_fds) == 0 && pipe2(victim, O_NONBLOCK) == 0, "pipes");
     CHECK(cn_loop_init(&loop, (cn_loop_owner){ NULL, loop_ended }) == 0, "init");
@@ -228,6 +253,21 @@ static void suite(int with_set) {
     CHECK(await_at_least(&victim_hits, 1) && get(&victim_hits) == 1, "%s: the new pipe read once (%d)", mode, get(&victim_hits));
     close(stale_read);
     close(stale_write);
+
+    if (with_set) {
+        /* The victim closed (the close noted) and its number taken at once by the set's source
+         * for an entry of its own, before the next prepare: that prepare must not delete the
+         * number's entry (it is the source's now), and the source's pipe is read. */
+        command('d');
+        command('k');
+        command('d');
+        CHECK(write(own_write, "o", 1) == 1, "the source's own pipe written");
+        CHECK(await_at_least(&own_events, 1), "the source's own entry under a reused number was kept (%d)", get(&own_events));
+        epoll_ctl(set_fd, EPOLL_CTL_DEL, own_read, NULL);
+        close(own_read);
+        close(own_write);
+        own_read = own_write = -1;
+    }
 
     /* A deadline named by the last prepare holds in the lean rounds after it. */
     pthread_mutex_lock(&mu);
