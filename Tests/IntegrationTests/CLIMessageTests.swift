@@ -37,7 +37,7 @@ extension IntegrationSuites {
 
         @Test("the CLIs print the version")
         func versions() throws {
-            let version = try String(contentsOfFile: InstallTests.root + "/VERSION", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let version = try String(contentsOfFile: BuildSuites.InstallTests.root + "/VERSION", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(try run("notifyutil", ["--version"]).out == "notifyutil (DarwinNotify) \(version)\n")
             #expect(try run("wormhole", ["--version"]).out == "wormhole (DarwinNotify) \(version)\n")
             #expect(try run("distnotify", ["--version"]).out == "distnotify (DarwinNotify) \(version)\n")

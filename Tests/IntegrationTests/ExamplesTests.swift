@@ -3,7 +3,7 @@ import Testing
 
 /// Examples/: each program built as a newcomer would (a package of its own that depends on this
 /// one) and run for what its README paragraph promises; and the README's Swift blocks compiled.
-extension IntegrationSuites {
+extension BuildSuites {
     @Suite("Examples", .serialized)
     struct ExamplesTests {
         let bus: TestBus
@@ -130,10 +130,13 @@ extension IntegrationSuites {
             #expect(passed.status == 0 && passed.out == "passed 5 items\n", "\(passed)")
             let app = try run(try program("app"), [container, "5"], environment: bus.environment)
             #expect(app.status == 0, "\(app)")
-            #expect(app.out.split(separator: "\n").map(String.init) == (1 ... 5).map { "\($0): shared item \($0)" }, "\(app.out)")
+            let items: [String] = (1 ... 5).map { (i: Int) -> String in "\(i): shared item \(i)" }
+            let appLines: [String] = app.out.split(separator: "\n").map(String.init)
+            #expect(appLines == items, "\(app.out)")
             #expect(try run(try program("share-extension"), [container, "2"], environment: bus.environment).status == 0)
             let again = try run(try program("app"), [container, "2"], environment: bus.environment)
-            #expect(again.out.split(separator: "\n").map(String.init) == ["1: shared item 1", "2: shared item 2"], "the second batch only: \(again.out)")
+            let againLines: [String] = again.out.split(separator: "\n").map(String.init)
+            #expect(againLines == ["1: shared item 1", "2: shared item 2"], "the second batch only: \(again.out)")
         }
 
         @Test("reentrancy: Darwin handlers run one after another; NotificationCenter's nest")

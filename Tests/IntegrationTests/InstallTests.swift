@@ -5,7 +5,7 @@ import Testing
 /// DarwinNotify installed the way Linux software is (Makefile, docs "Install"): `make install`
 /// into a staging root, a macOS-style C program built with pkg-config against it, the exported
 /// symbols, the man pages, the socket-activated bus, the default scope, and the Debian package.
-extension IntegrationSuites {
+extension BuildSuites {
     @Suite("Installed like Linux software", .serialized)
     struct InstallTests {
         static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -362,7 +362,9 @@ extension IntegrationSuites {
             watcher.kill()
         }
     }
+}
 
+extension IntegrationSuites {
     @Suite("The default bus: system-wide once installed", .serialized, .enabled(if: geteuid() == 0, "needs root for the system-like bus"))
     struct DefaultScopeTests {
         @Test("with the state directory and a reachable system bus, the default is the system bus")

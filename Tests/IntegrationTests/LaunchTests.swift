@@ -121,8 +121,8 @@ extension IntegrationSuites {
             try waitFor("the second event") { events(execLog).count == 2 }
             let pid = lines(execLog).first { $0.hasPrefix("started") }.map { String($0.split(separator: " ")[1]) } ?? "?"
             #expect(events(execLog) == ["event com.example.launch.exec 1 1 \(pid)", "event com.example.launch.exec 1 2 \(pid)"])
-            #expect(events(serviceLog).map { $0.split(separator: " ").prefix(4).joined(separator: " ") }
-                    == ["event com.example.launch.svc.changed 1 1"])
+            let serviceEvents: [String] = events(serviceLog).map { (line: String) -> String in line.split(separator: " ").prefix(4).joined(separator: " ") }
+            #expect(serviceEvents == ["event com.example.launch.svc.changed 1 1"])
             #expect(lines(execLog).filter { $0.hasPrefix("started") }.count == 1)
             #expect(lines(serviceLog).filter { $0.hasPrefix("started") }.count == 1)
             let table = try list()

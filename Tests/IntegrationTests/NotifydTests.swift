@@ -183,7 +183,7 @@ extension IntegrationSuites {
             try daemon.waitForStderr("ready:")
             let watching = try observers(["com.apple.system.hostname", "com.apple.system.timezone"], conf: conf)
             defer { for o in watching { o.kill() } }
-            let script = InstallTests.root + "/Tests/Fixtures/fake_systemd_service.py"
+            let script = BuildSuites.InstallTests.root + "/Tests/Fixtures/fake_systemd_service.py"
             for (service, path, key, name) in [("org.freedesktop.hostname1", "/org/freedesktop/hostname1", "StaticHostname", "com.apple.system.hostname"),
                                                ("org.freedesktop.timedate1", "/org/freedesktop/timedate1", "Timezone", "com.apple.system.timezone")] {
                 // Forged first, by a connection that does not own the name: the bus does not pass it on.

@@ -11,7 +11,7 @@ import Testing
 extension IntegrationSuites {
     @Suite("README shell blocks", .serialized)
     struct ReadmeShellTests {
-        static let root = InstallTests.root
+        static let root = BuildSuites.InstallTests.root
 
         /// Lines not pasted here, each with the test or job that runs it.
         static let elsewhere: [(prefix: String, reason: String)] = [
@@ -44,7 +44,7 @@ extension IntegrationSuites {
                 try FileManager.default.createSymbolicLink(atPath: sandbox + "/" + entry, withDestinationPath: ReadmeShellTests.root + "/" + entry)
             }
             for dir in ["runtime", "containers"] { mkdir(sandbox + "/" + dir, 0o700) }
-            let staged = try? InstallTests.staged.get() // the install section's pkg-config line needs an installed .pc
+            let staged = try? BuildSuites.InstallTests.staged.get() // the install section's pkg-config line needs an installed .pc
             let env = bus.environment.merging([
                 "PATH": ChildProcess.productsDirectory + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
                 "XDG_RUNTIME_DIR": sandbox + "/runtime", "DARWIN_NOTIFY_CONTAINER_ROOT": sandbox + "/containers",

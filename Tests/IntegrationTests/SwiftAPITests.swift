@@ -150,10 +150,12 @@ extension IntegrationSuites {
             let probe = try run("cnotify-probe", ["check", "swift.check"], environment: bus.environment)
             #expect(probe.status == 0, "\(probe.err)")
             let invalid = NOTIFY_STATUS_INVALID_TOKEN
-            #expect(probe.out.split(separator: "\n").map(String.init) == [
+            let expected: [String] = [
                 "register: 0", "valid: 1", "first: 0 1", "unchanged: 0 0", "post: 0", "after post: 0 1", "again: 0 0",
                 "cancel: 0", "valid: 0", "cancel again: \(invalid)", "check cancelled: \(invalid)",
-            ], "\(probe.out)")
+            ]
+            let got: [String] = probe.out.split(separator: "\n").map(String.init)
+            #expect(got == expected, "\(probe.out)")
         }
 
         @Test("queue: nil runs the handler on the delivery thread; posting from it never re-enters")

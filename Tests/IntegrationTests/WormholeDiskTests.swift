@@ -445,7 +445,8 @@ extension IntegrationSuites {
             for i in 0..<500 { try queue.pass(i, identifier: "batch") }
             try queue.flush()
             #expect(try listener.waitForExit() == 0)
-            #expect(listener.lines == (0..<500).map(String.init))
+            let passedLines: [String] = (0..<500).map { String($0) }
+            #expect(listener.lines == passedLines)
             // Two segments (1…256, 257…512), no file per message and no temporary name.
             let names = try FileManager.default.contentsOfDirectory(atPath: fixture.root + "/group.test/wormhole/queues/batch")
             #expect(names.sorted() == [".cursors", ".state", "00000000000000000001.seg", "00000000000000000257.seg"], "\(names.sorted())")
