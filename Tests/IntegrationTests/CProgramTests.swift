@@ -54,7 +54,7 @@ extension IntegrationSuites {
                 .split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
             let version = try String(contentsOfFile: root + "/VERSION", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
             let lib = try run("/usr/bin/cc", ["-O2", "-shared", "-fPIC", "-D_GNU_SOURCE", "-DDARWIN_NOTIFY_VERSION=\"\(version)\""] + sources + flags
-                                              + ["-lpthread", "-o", dir + "/libCNotify.so"])
+                                              + ["-lpthread", "-o", dir + "/libCNotify.so"], timeout: 300) // one cc, some forty files at -O2, beside BuildSuites' compilers
             try #require(lib.status == 0, "cc: \(lib.err)")
             let deps = try run("/usr/bin/ldd", [dir + "/libCNotify.so"])
             #expect(!deps.out.contains("swift"), "links the Swift runtime: \(deps.out)")
