@@ -30,13 +30,30 @@ static uint64_t now_us(void) {
 
 /* ---- fp-peer: a center driven from stdin ---- */
 
+/* slow: each delivery takes this long first (µs, a busy wait), as a slower observer's do. */
+static long peer_slow_us;
+
 static void peer_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
     (void)observer; (void)object; (void)info;
+    for (uint64_t until = now_us() + (uint64_t)peer_slow_us; peer_slow_us > 0 && now_us() < until;) {}
     CNotify_post_info post;
     if (CNotify_center_current_post(c, &post) == NOTIFY_STATUS_OK && post.has_sequence)
         out("got %s %llu", name, (unsigned long long)post.sequence);
     else
         out("got %s -", name);
+}
+
+/* count: deliveries counted, not printed (a line each would slow the observer to its reader's
+ * pace); "counted NAME N first_wrong=W" once N came, W the first out of order (0: none). */
+static long count_expect, count_got, count_first_wrong;
+static void count_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
+    (void)observer; (void)object; (void)info;
+    for (uint64_t until = now_us() + (uint64_t)peer_slow_us; peer_slow_us > 0 && now_us() < until;) {}
+    CNotify_post_info post;
+    int numbered = CNotify_center_current_post(c, &post) == NOTIFY_STATUS_OK && post.has_sequence;
+    count_got++;
+    if (!count_first_wrong && (!numbered || post.sequence != (uint64_t)count_got)) count_first_wrong = count_got;
+    if (count_got == count_expect) out("counted %s %ld first_wrong=%ld", name, count_got, count_first_wrong);
 }
 
 /* relay: each delivery of the relayed name posts another from inside the callback (loop thread). */
@@ -71,6 +88,10 @@ static void print_stats(CNotify_center *c) {
 /* fp-peer: commands on stdin, one per line, each answered on stdout:
  *   observe NAME          -> "observing NAME"; then "got NAME SEQ" per delivery
  *   observe-ns NS         -> "observing-ns NS"; then "got NAME SEQ" per delivery of a name under NS
+ *   slow US               -> "slow US"; each delivery after it first takes US µs (a busy wait)
+ *   count NAME N          -> "counting NAME N"; observes NAME (one name at most), printing nothing per
+ *                            delivery; "counted NAME N first_wrong=W" once N came (W: the first
+ *                            delivery whose number was not its place, 0 none)
  *   relay A B             -> "relaying A B"; then per delivery of A, B is posted inside the callback
  *                            and "relayed A SEQ status=S" printed
  *   post NAME N           -> posts N times; "posted NAME N us=ELAPSED"
@@ -91,7 +112,15 @@ int cmd_fp_peer(int argc, char **argv) {
         line[strcspn(line, "\n")] = '\0';
         char a[600] = "", b[600] = "";
         long n = 0, k = 0;
-        if (sscanf(line, "observe-ns %599s", a) == 1) {
+        if (sscanf(line, "count %599s %ld", a, &n) == 2) {
+            count_expect = n;
+            uint32_t st = CNotify_center_add_observer(c, c, count_cb, a);
+            if (st) return fail("add_observer", st);
+            out("counting %s %ld", a, n);
+        } else if (sscanf(line, "slow %ld", &n) == 1) {
+            peer_slow_us = n;
+            out("slow %ld", n);
+        } else if (sscanf(line, "observe-ns %599s", a) == 1) {
             uint32_t st = CNotify_center_add_namespace_observer(c, c, peer_cb, a);
             if (st) return fail("add_namespace_observer", st);
             out("observing-ns %s", a);

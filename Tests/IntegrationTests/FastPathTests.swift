@@ -273,6 +273,26 @@ extension IntegrationSuites {
             for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
         }
 
+        @Test("a connection made in the middle of a flood is kept while its observer reads what the bus brought first: it reads the posts only after the HELLO's Sync, which comes behind the poster's earlier bus copies (the connection made 100 ms into the flood, 30 µs a delivery); the poster waits for that first read (docs: A connection's first read), then posts directly; every post once, in order, no fallback")
+        func firstReadBehindTheBus() throws {
+            // Counted, not printed: a line a delivery would slow it to the pace of this test's reading.
+            let observer = try peer()
+            _ = try command(observer, "slow 30") { $0 == "slow 30" }
+            _ = try command(observer, "count fp.first 50000") { $0 == "counting fp.first 50000" }
+            // The poster connects 100 ms after its first post (the hook stands for a Query answered
+            // late): by then thousands of its posts went by the bus, ahead of its HELLO's Sync.
+            let poster = try peer(["DARWIN_NOTIFY_TEST_CONNECT_DELAY_MS": "100"])
+            _ = try command(poster, "post fp.first 50000") { $0.hasPrefix("posted fp.first 50000 ") }
+            let counted = try observer.waitForLine(timeout: 120) { $0.hasPrefix("counted fp.first 50000 ") }
+            #expect(counted == "counted fp.first 50000 first_wrong=0", "every post once, in order")
+            let sent = try stats(poster), seen = try stats(observer)
+            // Before the grace, the full connection cost it after 50 ms, while the observer was
+            // still reading the bus copies ahead of the Sync: fallbacks 1, and the bus to the end.
+            #expect(sent["fallbacks"] == 0 && sent["sent"]! >= 1_000, "\(sent)")
+            #expect(seen["fast_delivered"]! >= 1_000 && seen["gaps"] == 0, "\(seen)")
+            for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
+        }
+
         @Test("a post's bus copy is right when made from a template: six names in turn (more than a thread keeps templates of) carry each its own name, numbers 1...50 and the poster's origin, as dbus-monitor reads them")
         func templatedBusCopies() throws {
             let monitor = try ChildProcess("/usr/bin/dbus-monitor", ["--address", bus.address, "type='signal',path='/org/darwinnotify',member='Post'"])

@@ -106,6 +106,9 @@ typedef struct cn_channel_ops {
     int (*pressed)(cn_channel *c);
     /* 0 when the other end has read every frame sent on `c`; 1 when some wait unread; -1 unknown. */
     int (*unread)(cn_channel *c);
+    /* 1 when the other end has read at least one frame sent on `c` (a poster's HELLO: the reader is
+     * there and reads its connections); 0 when not, or when the channel cannot tell. */
+    int (*consumed)(cn_channel *c);
     /* What await_room waits on for connection `c`, copied out (under the caller's lock): it stays
      * safe to wait on with no lock held, after the connection was closed too. */
     void (*waiter)(cn_channel *c, cn_channel_waiter *out);

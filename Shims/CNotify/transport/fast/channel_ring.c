@@ -230,6 +230,14 @@ static int rg_unread(cn_channel *c) {
     return tail != r->pos;
 }
 
+/* The tail counts the bytes ever read: past 0, the reader took the connection's first frame. */
+static int rg_consumed(cn_channel *c) {
+    ring *r = (ring *)c;
+    if (r->state == SETUP_PLAIN) return cn_channel_seqpacket.consumed(r->sock);
+    uint64_t tail;
+    return r->poster && tail_of(r, &tail) && tail > 0;
+}
+
 static void rg_waiter(cn_channel *c, cn_channel_waiter *out) {
     ring *r = (ring *)c;
     out->fd = c->fd;
@@ -298,6 +306,7 @@ const cn_channel_ops cn_channel_ring = {
     .read = rg_read,
     .pressed = rg_pressed,
     .unread = rg_unread,
+    .consumed = rg_consumed,
     .waiter = rg_waiter,
     .await_room = rg_await_room,
     .close = rg_close,

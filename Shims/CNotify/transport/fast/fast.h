@@ -72,6 +72,15 @@ static inline int cn_fast_bit(const unsigned char *bitmap, unsigned bucket) { re
 #define CN_FAST_SYNCS_KEPT 32           /* Sync tokens a poster's record keeps, unmatched, in order */
 #define CN_FAST_RETRY_MS 1000           /* after a failed or dropped connection */
 #define CN_FAST_STALL_MS 50             /* a poster waits at most this for room at an observer that is behind */
+/* A new connection's first read (docs/DESIGN.md "A connection's first read"): the observer took the
+ * HELLO, then reads the posts only once the HELLO's Sync has come by the bus, behind every bus
+ * copy this poster sent before it, and the bus answered who made the connection. A poster that
+ * fills the connection meanwhile waits for it (off the loop thread) up to CN_FAST_GRACE_MS from
+ * the connection, not CN_FAST_STALL_MS. One grace per peer until it is seen reading; a uid whose
+ * peer let one run out unread gets none for CN_FAST_GRACE_DENIED_MS (CN_FAST_GRACE_UIDS kept). */
+#define CN_FAST_GRACE_MS CN_FAST_PROOF_MS /* an endpoint closes a connection not proved by then anyway */
+#define CN_FAST_GRACE_DENIED_MS 60000
+#define CN_FAST_GRACE_UIDS 8
 #define CN_FAST_CHECK_EVERY 8           /* direct copies between two looks at how full a peer's socket is */
 
 typedef struct cn_fast cn_fast;
@@ -284,6 +293,8 @@ struct cn_fast_peer {
     uint64_t behind_since;              /* ms: its socket had no room for a post; 0: keeping up */
     uint64_t pressed_since;             /* ms: its connection was found over half full; 0: not */
     unsigned unchecked;                 /* direct copies since the last look at how full it is */
+    uint64_t grace_until;               /* ms: this connection's first read may take until then; 0: none */
+    int grace_spent;                    /* a grace ran out before it was seen reading: none again until it is */
     /* This connection: a direct copy sent; the observer seen to read one (its socket found empty
      * after a direct copy, so it is past its barrier and reads this connection before any later
      * bus copy of ours). Until then a post it took keeps its bus copy (fast_coalesce.c). */
@@ -304,6 +315,7 @@ typedef struct cn_fast_peers {
     cn_fast_peer **peers;
     size_t npeers, cap;
     _Atomic uint64_t origin;            /* the center's, from its first post: 0 until it posts */
+    _Atomic uint64_t first_post_ms;     /* when it first posted (cn_test_connect_delay_ms counts from it) */
     _Atomic int query_due;              /* ask every endpoint at the next round */
     _Atomic int behind;                 /* peers whose socket had no room for a post (they await a SYNC) */
     _Atomic int pressed;                /* peers whose socket is over half full: the next post waits for room */
@@ -314,11 +326,17 @@ typedef struct cn_fast_peers {
                                          * holds it most of the time in a flood) */
     cn_fast_connecting connecting[CN_FAST_CONNECTING_MAX]; /* the loop thread's alone */
     size_t nconnecting;
+    struct { uid_t uid; uint64_t until; } graceless[CN_FAST_GRACE_UIDS]; /* uids given no grace until then */
 } cn_fast_peers;
 void cn_peers_init(cn_fast_peers *p);
 void cn_peers_free(cn_fast *f);
 /* The peer's connection closed; connected again at `retry_at` (ms) if it observes something. */
 void cn_peer_disconnect_locked(cn_fast *f, cn_fast_peer *peer, uint64_t retry_at);
+/* A connection's grace (CN_FAST_GRACE_MS) ran out before its observer was seen reading: none for
+ * this peer until it is, none for its uid for CN_FAST_GRACE_DENIED_MS. peers.lock held. */
+void cn_peer_grace_spent_locked(cn_fast *f, cn_fast_peer *peer, uint64_t now);
+/* Whether a connection to `uid` made now gets a grace. peers.lock held. */
+int cn_peers_grace_allowed_locked(const cn_fast_peers *p, uid_t uid, uint64_t now);
 void cn_peers_announced(cn_fast *f, const char *sender, const char *token, const unsigned char *bitmap,
                         const char *const *namespaces, size_t n, uint32_t features);
 void cn_peers_gone(cn_fast *f, const char *unique);

@@ -40,10 +40,30 @@ void cn_peer_disconnect_locked(cn_fast *f, cn_fast_peer *peer, uint64_t retry_at
     if (peer->behind_since) atomic_fetch_sub(&f->peers.behind, 1);
     if (peer->pressed_since) atomic_fetch_sub(&f->peers.pressed, 1);
     peer->behind_since = peer->pressed_since = 0;
+    peer->grace_until = 0;
     cn_fast_file_close(f, &peer->io);
     peer->state = CN_K_KNOWN;
     peer->retry_at = retry_at;
     if (peer->observes) connect_due_locked(f, retry_at);
+}
+
+void cn_peer_grace_spent_locked(cn_fast *f, cn_fast_peer *peer, uint64_t now) {
+    cn_fast_peers *p = &f->peers;
+    assert(cn_mutex_is_held(&p->lock));
+    peer->grace_spent = 1;
+    size_t slot = 0; /* the uid's own entry, else the one that ends first */
+    for (size_t i = 0; i < CN_FAST_GRACE_UIDS; i++) {
+        if (p->graceless[i].uid == peer->uid && p->graceless[i].until > now) { slot = i; break; }
+        if (p->graceless[i].until < p->graceless[slot].until) slot = i;
+    }
+    p->graceless[slot].uid = peer->uid;
+    p->graceless[slot].until = now + CN_FAST_GRACE_DENIED_MS;
+}
+
+int cn_peers_grace_allowed_locked(const cn_fast_peers *p, uid_t uid, uint64_t now) {
+    for (size_t i = 0; i < CN_FAST_GRACE_UIDS; i++)
+        if (p->graceless[i].uid == uid && p->graceless[i].until > now) return 0;
+    return 1;
 }
 
 static void free_namespaces(cn_fast_peer *peer) {
@@ -251,6 +271,11 @@ static int pick_due_locked(cn_fast *f, uint64_t now, char unique[256], char toke
             connect_due_locked(f, peer->retry_at);
             continue;
         }
+        uint64_t delayed = cn_test_connect_delay_ms() ? atomic_load(&p->first_post_ms) + cn_test_connect_delay_ms() : 0;
+        if (delayed > now) { /* a test's hook (base.h) */
+            connect_due_locked(f, delayed);
+            continue;
+        }
         memcpy(unique, peer->unique, 256);
         memcpy(token, peer->token, CN_FAST_TOKEN_LEN + 1);
         *features = peer->features;
@@ -284,6 +309,9 @@ static void adopt_locked(cn_fast *f, const char *unique, const char *token, cn_c
                 peer->mine_cut = getgroups(0, NULL) + 1 > CN_CHANNEL_GROUPS;
                 peer->state = CN_K_READY;
                 peer->retry_at = 0;
+                /* Its first read comes after the bus copies sent before the Sync (fast.h). */
+                int graced = !peer->grace_spent && cn_peers_grace_allowed_locked(&f->peers, who->uid, now);
+                peer->grace_until = graced ? now + CN_FAST_GRACE_MS : 0;
                 return;
             }
             cn_fast_unwatch(f, &peer->io);

@@ -4,9 +4,10 @@
  * to each connected peer that wants the post, then its bus copy: when every peer that announced
  * wanting the post took it, direct-only mode skips it and the default mode coalesces it per name
  * (fast_coalesce.c); else it goes now. A peer that reads slower than we post:
- * the next post waits for its room, holding no lock, at most CN_FAST_STALL_MS; one whose socket
- * had no room gets a new barrier (a SYNC frame and its Sync) before its next direct copy, or loses
- * its connection (and has the bus copies) until it is connected again after CN_FAST_RETRY_MS.
+ * the next post waits for its room, holding no lock, at most CN_FAST_STALL_MS (a new connection's
+ * first read: up to its grace, fast.h); one whose socket had no room gets a new barrier (a SYNC
+ * frame and its Sync) before its next direct copy, or loses its connection (and has the bus
+ * copies) until it is connected again after CN_FAST_RETRY_MS.
  */
 #include <string.h>
 #include <sys/random.h>
@@ -24,6 +25,24 @@ static int wants(const cn_fast_peer *peer, unsigned bucket, const char *name) {
     for (size_t i = 0; i < peer->nnamespaces; i++)
         if (under(name, peer->namespaces[i])) return 1;
     return 0;
+}
+
+/* When a peer that fell behind at `since` (ms) is given up on: CN_FAST_STALL_MS later; or, while
+ * its connection has a grace and the observer took the HELLO but was not seen reading the posts
+ * yet (it reads them once the HELLO's Sync comes, behind our earlier bus copies), at the grace's
+ * end. A deaf endpoint never takes its HELLO: the stall bound alone. */
+static uint64_t give_up_at(cn_fast *f, const cn_fast_peer *peer, uint64_t since) {
+    uint64_t at = since + CN_FAST_STALL_MS;
+    if (peer->grace_until > at && !peer->reads && f->chan->consumed(peer->io.ch) == 1) at = peer->grace_until;
+    return at;
+}
+
+/* A peer given up on: the bus copies from now on, and a connection again after CN_FAST_RETRY_MS;
+ * its grace spent if it had one and was never seen reading. */
+static void give_up_locked(cn_fast *f, cn_fast_peer *peer, uint64_t now) {
+    atomic_fetch_add(&f->fallbacks, 1);
+    if (peer->grace_until && !peer->reads) cn_peer_grace_spent_locked(f, peer, now);
+    cn_peer_disconnect_locked(f, peer, now + CN_FAST_RETRY_MS);
 }
 
 /* A peer that fell behind: a SYNC frame and its Sync on the bus, behind the bus copies of the
@@ -46,9 +65,8 @@ static int resync_locked(cn_fast *f, cn_fast_peer *peer) {
     if (sent != 0) { /* gone, or its barrier's Sync not sent: a new connection brings a new one */
         atomic_fetch_add(&f->fallbacks, 1);
         cn_peer_disconnect_locked(f, peer, cn_now_ms() + CN_FAST_RETRY_MS);
-    } else if (cn_now_ms() - peer->behind_since >= CN_FAST_STALL_MS) {
-        atomic_fetch_add(&f->fallbacks, 1); /* it does not read: the bus copies from now on */
-        cn_peer_disconnect_locked(f, peer, cn_now_ms() + CN_FAST_RETRY_MS);
+    } else if (cn_now_ms() >= give_up_at(f, peer, peer->behind_since)) {
+        give_up_locked(f, peer, cn_now_ms()); /* it does not read */
     }
     return 0;
 }
@@ -77,13 +95,15 @@ void cn_peers_await_room(cn_fast *f) {
     cn_channel_waiter waited[WAITED_MAX];
     size_t n = 0;
     uint64_t deadline = UINT64_MAX;
+    int loop_thread = cn_loop_on_thread(f->loop); /* a callback's post: the stall bound, never a grace */
     cn_mutex_lock(&p->lock);
     for (size_t i = 0; i < p->npeers && n < WAITED_MAX; i++) {
         cn_fast_peer *peer = p->peers[i];
         uint64_t since = peer->behind_since ? peer->behind_since : peer->pressed_since;
         if (peer->state != CN_K_READY || !since) continue;
         f->chan->waiter(peer->io.ch, &waited[n++]); /* what to wait on, valid with no lock held */
-        if (since + CN_FAST_STALL_MS < deadline) deadline = since + CN_FAST_STALL_MS;
+        uint64_t until = loop_thread ? since + CN_FAST_STALL_MS : give_up_at(f, peer, since);
+        if (until < deadline) deadline = until;
     }
     cn_mutex_unlock(&p->lock);
     /* No lock held: a connection closed meanwhile only ends the wait early. */
@@ -100,9 +120,8 @@ void cn_peers_await_room(cn_fast *f) {
         if (!f->chan->pressed(peer->io.ch)) {
             peer->pressed_since = 0;
             atomic_fetch_sub(&p->pressed, 1);
-        } else if (now >= peer->pressed_since + CN_FAST_STALL_MS) {
-            atomic_fetch_add(&f->fallbacks, 1);
-            cn_peer_disconnect_locked(f, peer, now + CN_FAST_RETRY_MS);
+        } else if (now >= give_up_at(f, peer, peer->pressed_since)) {
+            give_up_locked(f, peer, now);
         }
     }
     cn_mutex_unlock(&p->lock);
@@ -114,6 +133,7 @@ static void note_origin(cn_fast *f, uint64_t origin) {
     cn_fast_peers *p = &f->peers;
     uint64_t known = atomic_load(&p->origin);
     if (known == origin) return;
+    if (!known) atomic_store(&p->first_post_ms, cn_now_ms());
     atomic_store(&p->origin, origin);
     if (known) cn_peers_disconnected(f);
     atomic_store(&p->query_due, 1);
@@ -126,7 +146,10 @@ static void note_origin(cn_fast *f, uint64_t origin) {
  * accept), and a frame in it is no copy the observer will have (peer->reads). */
 static int copy_to_peer_locked(cn_fast *f, cn_fast_peer *peer, const unsigned char *frame, size_t n) {
     if (peer->behind_since && !resync_locked(f, peer)) return 0; /* still no room: the bus copy */
-    if (peer->posted && !peer->reads && f->chan->unread(peer->io.ch) == 0) peer->reads = 1;
+    if (peer->posted && !peer->reads && f->chan->unread(peer->io.ch) == 0) {
+        peer->reads = 1;
+        peer->grace_spent = 0; /* seen reading: a later connection of it may have a grace again */
+    }
     int sent = f->chan->send(peer->io.ch, frame, n);
     if (sent == 1) {
         atomic_fetch_add(&f->fast_sent, 1);

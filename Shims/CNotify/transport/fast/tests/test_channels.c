@@ -145,11 +145,15 @@ static void full(void) {
         cn_channel_waiter one[1];
         ch->waiter(p.poster, &one[0]);
         CHECK(ch->await_room(one, 1, 30) == 0, "%s: room awaited on a full connection nobody reads", ch->name);
+        CHECK(ch->consumed(p.poster) == 0, "%s: a connection nobody read said read", ch->name);
         static cn_channel_frames got;
         unsigned drained = 0;
         do { read_frames(p.observer, CN_CHANNEL_BATCH, &got); drained += got.count; } while (got.count);
         CHECK(drained == sent, "%s: %u of %u frames read from a full connection", ch->name, drained, sent);
         CHECK(ch->unread(p.poster) == 0, "%s: frames said unread after every one was read", ch->name);
+        /* The ring knows (its tail); a socket cannot tell, and says 0 (a ring's frames alone too). */
+        CHECK(ch->consumed(p.poster) == (ch == &cn_channel_ring && !flags), "%s%s: said %d of a connection read to its end", ch->name,
+              flags ? " (frames only)" : "", ch->consumed(p.poster));
         CHECK(ch->await_room(one, 1, 2000) == 1, "%s: no room after everything was read", ch->name);
         CHECK(!ch->pressed(p.poster) && ch->send(p.poster, frame, len) == 1, "%s: still full after a drain", ch->name);
         CHECK(ch->unread(p.poster) == 1, "%s: a frame sent and not read is not said unread", ch->name);
