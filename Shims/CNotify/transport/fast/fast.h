@@ -332,8 +332,9 @@ void cn_peers_init(cn_fast_peers *p);
 void cn_peers_free(cn_fast *f);
 /* The peer's connection closed; connected again at `retry_at` (ms) if it observes something. */
 void cn_peer_disconnect_locked(cn_fast *f, cn_fast_peer *peer, uint64_t retry_at);
-/* A connection's grace (CN_FAST_GRACE_MS) ran out before its observer was seen reading: none for
- * this peer until it is, none for its uid for CN_FAST_GRACE_DENIED_MS. peers.lock held. */
+/* A connection's grace (CN_FAST_GRACE_MS) ran out, or the connection ended within it, before its
+ * observer was seen reading: none for this peer until it is, none for its uid for
+ * CN_FAST_GRACE_DENIED_MS. peers.lock held. */
 void cn_peer_grace_spent_locked(cn_fast *f, cn_fast_peer *peer, uint64_t now);
 /* Whether a connection to `uid` made now gets a grace. peers.lock held. */
 int cn_peers_grace_allowed_locked(const cn_fast_peers *p, uid_t uid, uint64_t now);

@@ -37,6 +37,12 @@ static void connect_due_locked(cn_fast *f, uint64_t at) {
 
 void cn_peer_disconnect_locked(cn_fast *f, cn_fast_peer *peer, uint64_t retry_at) {
     assert(cn_mutex_is_held(&f->peers.lock));
+    /* A connection that ends within its grace while posters wait for it, never seen reading (its
+     * endpoint closed it just before the grace ran out, say): spent, as one that ran out. One
+     * nobody waited for (an observer that read its one post and left) spends nothing. */
+    int waited_for = peer->behind_since || peer->pressed_since;
+    uint64_t now = waited_for && peer->grace_until && !peer->reads ? cn_now_ms() : 0;
+    if (now && now < peer->grace_until) cn_peer_grace_spent_locked(f, peer, now);
     if (peer->behind_since) atomic_fetch_sub(&f->peers.behind, 1);
     if (peer->pressed_since) atomic_fetch_sub(&f->peers.pressed, 1);
     peer->behind_since = peer->pressed_since = 0;
