@@ -17,7 +17,7 @@ extension IntegrationSuites {
         static let elsewhere: [(prefix: String, reason: String)] = [
             ("bash .ci/install-deps && swift build && swift test", "CI's own job (.ci/run runs exactly this line)"),
             ("bash .ci/sanitize", "CI's sanitizer lane (.ci/run)"),
-            ("bash .ci/fuzz 60 && bash .ci/soak 1000000", "CI's fuzzing lane and soak (.ci/run runs both, the fuzzers 20 s each instead of 60)"),
+            ("bash .ci/fuzz 60 && bash .ci/soak 1000000", "CI's fuzzing lane and soak (.ci/run runs both, the fuzzers 15 s each instead of 60)"),
             ("swift build --package-path Examples", "ExamplesTests builds the Examples package"),
             ("bash .ci/apple-style", "CI's Apple-style lane (.ci/run runs exactly this line)"),
             ("make && sudo make install", "InstallTests (make, then make install with sudo's PATH into a staging root, and realInstall into /usr/local as root)"),
