@@ -172,10 +172,9 @@ package final class Runner: Sendable {
             timer.resume()
             reg.source = timer
         case .signal(let number):
-            let token = try center.signalToken(name, signal: number)
-            _ = try token.check()
-            reg.token = token
             // One source per signal, as Apple's: it prints SIGNAL once and checks every token of it.
+            // Made before the registration: a post that comes in between sends the signal, whose
+            // default action (SIGUSR1's: terminate) would end the run.
             if signalSources.sources[number] == nil {
                 // Ignored, so the default action never runs; set before the source exists, as
                 // libdispatch installs its own handler when the source resumes.
@@ -191,6 +190,9 @@ package final class Runner: Sendable {
                 source.resume()
                 signalSources.sources[number] = source
             }
+            let token = try center.signalToken(name, signal: number)
+            _ = try token.check()
+            reg.token = token
         }
         if let token = reg.token { reg.id = Int64(token.rawValue) }
         registrations.withLock { $0.append(reg) }

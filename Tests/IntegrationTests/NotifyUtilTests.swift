@@ -73,6 +73,20 @@ extension IntegrationSuites {
             #expect(waiter.lines.contains("SIGNAL 10"))
         }
 
+        @Test("a signal registration made while its name is posted all the time: the process lives (its signal is ignored before the registration exists), reports the name, and ends")
+        func signalRegistrationDuringAFlood() throws {
+            // notify_post from another process, as fast as it can, for the whole test.
+            let flood = try ChildProcess("cnotify-probe", ["post", "util.sig.flood", "2000000"], environment: bus.environment)
+            defer { flood.kill() }
+            for _ in 0..<5 {
+                let waiter = try ChildProcess("notifyutil", ["-signal", "10", "-1", "util.sig.flood"], environment: bus.environment)
+                // Killed by SIGUSR1 (the default action) when a post came between the registration and
+                // the signal being ignored (seen in CI: "two registrations on one signal" waited 20 s).
+                let status = try waiter.waitForExit(timeout: 60)
+                #expect(status == 0 && waiter.lines.contains("util.sig.flood"), "status \(status): \(waiter.lines) \(waiter.stderr)")
+            }
+        }
+
         @Test("-s key value then -g key prints 'key value', from another process; -g of an unset key is 0")
         func stateCommands() throws {
             try expectSuccess(run("notifyutil", ["-s", "util.state", "18446744073709551615"], environment: bus.environment))
