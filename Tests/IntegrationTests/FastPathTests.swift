@@ -273,18 +273,23 @@ extension IntegrationSuites {
             for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
         }
 
-        @Test("a connection made in the middle of a flood is kept while its observer reads what the bus brought first: it reads the posts only after the HELLO's Sync, which comes behind the poster's earlier bus copies (the connection made 100 ms into the flood, 30 µs a delivery); the poster waits for that first read (docs: A connection's first read), then posts directly; every post once, in order, no fallback")
+        @Test("a connection made in the middle of a flood is kept while its observer reads what the bus brought first: it reads the posts only after the HELLO's Sync, which comes behind the poster's earlier bus copies (the connection made 4,000 posts into the flood, 30 µs a delivery); the poster waits for that first read (docs: A connection's first read), then posts directly; every post once, in order, no fallback")
         func firstReadBehindTheBus() throws {
             // Counted, not printed: a line a delivery would slow it to the pace of this test's reading.
             let observer = try peer()
             _ = try command(observer, "slow 30") { $0 == "slow 30" }
-            _ = try command(observer, "count fp.first 50000") { $0 == "counting fp.first 50000" }
-            // The poster connects 100 ms after its first post (the hook stands for a Query answered
-            // late): by then thousands of its posts went by the bus, ahead of its HELLO's Sync.
-            let poster = try peer(["DARWIN_NOTIFY_TEST_CONNECT_DELAY_MS": "100"])
-            _ = try command(poster, "post fp.first 50000") { $0.hasPrefix("posted fp.first 50000 ") }
-            let counted = try observer.waitForLine(timeout: 120) { $0.hasPrefix("counted fp.first 50000 ") }
-            #expect(counted == "counted fp.first 50000 first_wrong=0", "every post once, in order")
+            _ = try command(observer, "count fp.first 30000") { $0 == "counting fp.first 30000" }
+            // The poster connects after its 4,000th post (the hook stands for a Query answered late):
+            // those went by the bus, ahead of its HELLO's Sync (120 ms of the observer's, more
+            // under load; a backlog past 2 s, the endpoint's proof time, would close it unproved).
+            let poster = try peer(["DARWIN_NOTIFY_TEST_CONNECT_AFTER": "4000"])
+            // Its first post asks for endpoints; the observer, idle yet, answers at once, so the
+            // poster knows it before the flood (a Query behind the flood would be answered after it).
+            _ = try command(poster, "post fp.first 1") { $0.hasPrefix("posted fp.first 1 ") }
+            try repeatUntil("the observer to answer the poster's Query", action: {}, done: { ((try? stats(observer))?["answers"] ?? 0) >= 1 })
+            _ = try command(poster, "post fp.first 29999") { $0.hasPrefix("posted fp.first 29999 ") }
+            let counted = try observer.waitForLine(timeout: 120) { $0.hasPrefix("counted fp.first 30000 ") }
+            #expect(counted == "counted fp.first 30000 first_wrong=0", "every post once, in order")
             let sent = try stats(poster), seen = try stats(observer)
             // Before the grace, the full connection cost it after 50 ms, while the observer was
             // still reading the bus copies ahead of the Sync: fallbacks 1, and the bus to the end.

@@ -411,10 +411,10 @@ void cn_test_start_delay(void);
  * as when every Sync comes after the proof time (a bus behind by seconds): each connection is
  * closed unproved, its frames unread. */
 int cn_test_late_proofs(void);
-/* DARWIN_NOTIFY_TEST_CONNECT_DELAY_MS: this poster connects to no endpoint until that long after
- * its first post, as when the Query's answer comes late (a bus behind by that long): its
- * connections are made in the middle of what it posts. */
-uint64_t cn_test_connect_delay_ms(void);
+/* DARWIN_NOTIFY_TEST_CONNECT_AFTER=N: this poster connects to no endpoint before its Nth post, as
+ * when the Query's answer comes late (a bus behind by that many posts): its connections are made
+ * in the middle of what it posts. */
+uint64_t cn_test_connect_after(void);
 /* Key comparisons this thread's property-list look-ups made (plist.c): a test measures that a
  * look-up is O(1). */
 extern _Thread_local unsigned long cn_test_plist_compares;

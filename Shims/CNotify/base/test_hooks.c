@@ -11,14 +11,14 @@ int cn_test_late_proofs(void) {
     return late;
 }
 
-uint64_t cn_test_connect_delay_ms(void) {
-    static long delay = -1; /* read once, as above */
-    if (delay < 0) {
-        const char *v = getenv("DARWIN_NOTIFY_TEST_CONNECT_DELAY_MS");
-        long ms = v && *v ? strtol(v, NULL, 10) : 0;
-        delay = ms > 0 && ms <= 10000 ? ms : 0;
+uint64_t cn_test_connect_after(void) {
+    static long after = -1; /* read once, as above */
+    if (after < 0) {
+        const char *v = getenv("DARWIN_NOTIFY_TEST_CONNECT_AFTER");
+        long n = v && *v ? strtol(v, NULL, 10) : 0;
+        after = n > 0 && n <= 10000000 ? n : 0;
     }
-    return (uint64_t)delay;
+    return (uint64_t)after;
 }
 
 void cn_test_start_delay(void) {

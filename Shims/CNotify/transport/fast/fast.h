@@ -315,7 +315,7 @@ typedef struct cn_fast_peers {
     cn_fast_peer **peers;
     size_t npeers, cap;
     _Atomic uint64_t origin;            /* the center's, from its first post: 0 until it posts */
-    _Atomic uint64_t first_post_ms;     /* when it first posted (cn_test_connect_delay_ms counts from it) */
+    _Atomic uint64_t posts;             /* posts made, counted for a test's hook only (cn_test_connect_after) */
     _Atomic int query_due;              /* ask every endpoint at the next round */
     _Atomic int behind;                 /* peers whose socket had no room for a post (they await a SYNC) */
     _Atomic int pressed;                /* peers whose socket is over half full: the next post waits for room */
