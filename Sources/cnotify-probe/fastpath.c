@@ -32,10 +32,13 @@ static uint64_t now_us(void) {
 
 /* slow: each delivery takes this long first (µs, a busy wait), as a slower observer's do. */
 static long peer_slow_us;
+static void take_slow(void) {
+    for (uint64_t until = now_us() + (uint64_t)peer_slow_us; peer_slow_us > 0 && now_us() < until;) {}
+}
 
 static void peer_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
     (void)observer; (void)object; (void)info;
-    for (uint64_t until = now_us() + (uint64_t)peer_slow_us; peer_slow_us > 0 && now_us() < until;) {}
+    take_slow();
     CNotify_post_info post;
     if (CNotify_center_current_post(c, &post) == NOTIFY_STATUS_OK && post.has_sequence)
         out("got %s %llu", name, (unsigned long long)post.sequence);
@@ -48,7 +51,7 @@ static void peer_cb(CNotify_center *c, void *observer, const char *name, const v
 static long count_expect, count_got, count_first_wrong;
 static void count_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
     (void)observer; (void)object; (void)info;
-    for (uint64_t until = now_us() + (uint64_t)peer_slow_us; peer_slow_us > 0 && now_us() < until;) {}
+    take_slow();
     CNotify_post_info post;
     int numbered = CNotify_center_current_post(c, &post) == NOTIFY_STATUS_OK && post.has_sequence;
     count_got++;

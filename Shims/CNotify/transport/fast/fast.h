@@ -315,7 +315,8 @@ typedef struct cn_fast_peers {
     cn_fast_peer **peers;
     size_t npeers, cap;
     _Atomic uint64_t origin;            /* the center's, from its first post: 0 until it posts */
-    _Atomic uint64_t posts;             /* posts made, counted for a test's hook only (cn_test_connect_after) */
+    uint64_t connect_after;             /* a test's hook (cn_test_connect_after), read once: 0 off */
+    _Atomic uint64_t posts;             /* posts made, counted only while that hook is on */
     _Atomic int query_due;              /* ask every endpoint at the next round */
     _Atomic int behind;                 /* peers whose socket had no room for a post (they await a SYNC) */
     _Atomic int pressed;                /* peers whose socket is over half full: the next post waits for room */

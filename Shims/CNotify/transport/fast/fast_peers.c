@@ -23,6 +23,7 @@
 
 void cn_peers_init(cn_fast_peers *p) {
     memset(p, 0, sizeof *p);
+    p->connect_after = cn_test_connect_after();
     cn_mutex_init(&p->lock, CN_LOCK_PEERS);
     atomic_init(&p->connect_at, UINT64_MAX);
 }
@@ -277,7 +278,7 @@ static int pick_due_locked(cn_fast *f, uint64_t now, char unique[256], char toke
             connect_due_locked(f, peer->retry_at);
             continue;
         }
-        if (atomic_load(&p->posts) < cn_test_connect_after()) { /* a test's hook (base.h): look again in 1 ms */
+        if (atomic_load(&p->posts) < p->connect_after) { /* a test's hook (base.h): look again in 1 ms */
             connect_due_locked(f, now + 1);
             continue;
         }

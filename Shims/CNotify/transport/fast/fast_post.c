@@ -173,7 +173,7 @@ uint32_t cn_peers_post(cn_fast *f, const cn_outgoing_post *post, int direct_only
     cn_fast_peers *p = &f->peers;
     int sent = 0, failed = 0, unreached = 0, unproven = 0;
     note_origin(f, post->origin);
-    if (cn_test_connect_after()) atomic_fetch_add(&p->posts, 1); /* a test's hook (base.h) */
+    if (p->connect_after) atomic_fetch_add(&p->posts, 1); /* a test's hook (base.h) */
     unsigned bucket = cn_fast_bucket(post->name);
     cn_guard guard; /* who may read it: a user.uid.N name N and root, a reserved one as its r bits say */
     int guarded = cn_name_guard_cached(post->name, &guard); /* outbox.lock held: no file looked at */
