@@ -46,6 +46,17 @@ static void peer_cb(CNotify_center *c, void *observer, const char *name, const v
         out("got %s -", name);
 }
 
+/* observe-counted: as peer_cb, with the counters the callback itself reads: its own delivery is
+ * counted before it runs, so whoever sees this line and then asks for stats sees it counted too. */
+static void counted_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
+    (void)observer; (void)object; (void)info;
+    CNotify_fast_path_stats f;
+    CNotify_stats s;
+    CNotify_center_get_fast_path_stats(c, &f);
+    CNotify_center_get_stats(c, &s);
+    out("got %s delivered=%llu fast_delivered=%llu", name, (unsigned long long)s.delivered, (unsigned long long)f.delivered);
+}
+
 /* count: deliveries counted, not printed (a line each would slow the observer to its reader's
  * pace); "counted NAME N first_wrong=W" once N came, W the first out of order (0: none). */
 static long count_expect, count_got, count_first_wrong;
@@ -91,6 +102,8 @@ static void print_stats(CNotify_center *c) {
 /* fp-peer: commands on stdin, one per line, each answered on stdout:
  *   observe NAME          -> "observing NAME"; then "got NAME SEQ" per delivery
  *   observe-ns NS         -> "observing-ns NS"; then "got NAME SEQ" per delivery of a name under NS
+ *   observe-counted NAME  -> "observing-counted NAME"; then "got NAME delivered=D fast_delivered=F" per
+ *                            delivery, D and F the center's counters as read inside the callback
  *   slow US               -> "slow US"; each delivery after it first takes US µs (a busy wait)
  *   count NAME N          -> "counting NAME N"; observes NAME (one name at most), printing nothing per
  *                            delivery; "counted NAME N first_wrong=W" once N came (W: the first
@@ -123,6 +136,10 @@ int cmd_fp_peer(int argc, char **argv) {
         } else if (sscanf(line, "slow %ld", &n) == 1) {
             peer_slow_us = n;
             out("slow %ld", n);
+        } else if (sscanf(line, "observe-counted %599s", a) == 1) {
+            uint32_t st = CNotify_center_add_observer(c, c, counted_cb, a);
+            if (st) return fail("add_observer", st);
+            out("observing-counted %s", a);
         } else if (sscanf(line, "observe-ns %599s", a) == 1) {
             uint32_t st = CNotify_center_add_namespace_observer(c, c, peer_cb, a);
             if (st) return fail("add_namespace_observer", st);

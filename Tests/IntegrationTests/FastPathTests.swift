@@ -468,6 +468,31 @@ extension IntegrationSuites {
             for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
         }
 
+        @Test("a delivery is counted before its callback runs: the counters a callback reads, and those asked for by whoever saw its line, include it (CI: delivered 0 read right after a \"got\" line)")
+        func deliveryCountedBeforeItsCallback() throws {
+            let observer = try peer()
+            for name in ["fp.counted.bus", "fp.counted.fast"] {
+                _ = try command(observer, "observe-counted \(name)") { $0 == "observing-counted \(name)" }
+            }
+            let poster = try peer()
+            _ = try command(poster, "fast off") { $0 == "fast off" }
+            _ = try command(poster, "post fp.counted.bus 1") { $0.hasPrefix("posted fp.counted.bus 1 ") }
+            try observer.waitForLine(timeout: 30) { $0.hasPrefix("got fp.counted.bus ") }
+            _ = try command(poster, "fast on") { $0 == "fast on" }
+            try connect(poster, "fp.counted.fast", peers: 1)
+            _ = try command(poster, "post fp.counted.fast 20") { $0.hasPrefix("posted fp.counted.fast 20 ") }
+            try observer.waitForLine(timeout: 30) { _ in observer.lines.filter { $0.hasPrefix("got fp.counted.fast ") }.count == 21 }
+            // Each line is the n-th delivery and says so: its own delivery is in the count it read.
+            let got = observer.lines.filter { $0.hasPrefix("got fp.counted.") }
+            let counted = got.map { line in line.split(separator: " ").first { $0.hasPrefix("delivered=") }.map { String($0.dropFirst(10)) } ?? "" }
+            #expect(counted == (1...22).map(String.init), "\(got)")
+            #expect(got.first == "got fp.counted.bus delivered=1 fast_delivered=0", "\(got)")
+            // The last delivery's line names the fast path's count as the stats give it afterwards.
+            let seen = try stats(observer)
+            #expect(seen["delivered"] == 22 && got.last?.hasSuffix(" fast_delivered=\(seen["fast_delivered"]!)") == true, "\(seen); \(got.suffix(2))")
+            for child in [observer, poster] { child.closeStdin(); _ = try child.waitForExit() }
+        }
+
         @Test("the bus daemon killed and started again: both ends reconnect, the poster connects to the observer again by itself, and every post made on either side of it is delivered once, in order")
         func daemonRestarts() throws {
             let observer = try peer()

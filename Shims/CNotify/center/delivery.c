@@ -73,9 +73,10 @@ CN_HOT static void run_entries(CNotify_center *c, const char *name) {
         cn_entry *e = snap[i];
         int run = cn_registry_begin_run(&c->registry, e);
         if (run) {
+            /* Counted before it runs: the callback, and whoever it tells, sees itself counted. */
+            atomic_fetch_add_explicit(&c->counters.delivered, 1, memory_order_relaxed);
             if (e->cf_callback) e->cf_callback(c, (void *)e->observer, name, NULL, NULL);
             else e->handler(e->context, name);
-            atomic_fetch_add_explicit(&c->counters.delivered, 1, memory_order_relaxed);
         }
         cn_registry_end_run(&c->registry, e, run);
     }
@@ -171,8 +172,8 @@ static size_t run_distributed_key(CNotify_center *c, const char *key, const CNot
         cn_entry *e = snap[i];
         int run = object_passes(e, note->object) && !destroy_wanted(c) && cn_registry_begin_run(&c->distributed, e);
         if (run) {
+            atomic_fetch_add_explicit(&c->counters.distributed_delivered, 1, memory_order_relaxed); /* as run_entries */
             e->distributed_handler(e->context, note);
-            atomic_fetch_add_explicit(&c->counters.distributed_delivered, 1, memory_order_relaxed);
             ran_any++;
         }
         cn_registry_end_run(&c->distributed, e, run);

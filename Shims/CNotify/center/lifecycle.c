@@ -56,6 +56,7 @@ CN_HOT static int on_post_arrived(void *ctx, const cn_received_post *post) {
         return 0;
     }
     if (gaps) atomic_fetch_add_explicit(&c->counters.gaps, gaps, memory_order_relaxed);
+    if (post->taken) atomic_fetch_add_explicit(post->taken, 1, memory_order_relaxed); /* before its callbacks */
     cn_deliver(c, post);
     return 1;
 }

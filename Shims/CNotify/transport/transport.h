@@ -28,6 +28,9 @@ typedef struct cn_received_post {
     /* Posts of this name and numbering its poster held back and stands for with this copy (its `u
      * count` less one): not lost. */
     uint64_t coalesced;
+    /* The transport's count of posts it delivered, or NULL: the center adds 1 once it takes the
+     * post, before any callback runs, so a callback, and whoever saw one, sees the post counted. */
+    _Atomic uint64_t *taken;
 } cn_received_post;
 
 /* A post the center sends: numbered by the center, whatever connection carries it. */

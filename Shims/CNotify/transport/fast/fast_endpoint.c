@@ -70,9 +70,9 @@ CN_HOT static void post_frame(cn_fast *f, cn_fast_poster *p, const cn_fast_frame
     }
     if (read && (uint64_t)(uintptr_t)*read < fr->seq) *read = (void *)(uintptr_t)fr->seq;
     /* Whether its bus copy came first is the center's rule (center/received.c): two paths. */
-    cn_received_post up = { fr->name, p->unique, p->origin, fr->seq, 1, 1 };
-    if (f->up.post_arrived(f->up.ctx, &up)) atomic_fetch_add(&f->fast_delivered, 1);
-    else atomic_fetch_add(&f->duplicates, 1);
+    cn_received_post up = { .name = fr->name, .sender = p->unique, .origin = p->origin, .seq = fr->seq, .has_seq = 1,
+                             .two_paths = 1, .taken = &f->fast_delivered };
+    if (!f->up.post_arrived(f->up.ctx, &up)) atomic_fetch_add(&f->duplicates, 1);
 }
 
 /* One frame of a connection past its HELLO: 1 to go on, 0 when it closed (io.ch NULL) or waits for the
