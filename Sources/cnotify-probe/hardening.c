@@ -36,8 +36,8 @@ static int stdin_closed(int ms) {
 static void stats_cb(CNotify_center *c, void *observer, const char *name, const void *object, const void *info) {
     (void)observer; (void)object; (void)info;
     CNotify_stats s;
-    CNotify_center_get_stats(c, &s);
-    out("%s delivered=%llu rejected=%llu gaps=%llu", name, (unsigned long long)s.delivered + 1,
+    CNotify_center_get_stats(c, &s); /* this delivery is counted already: counted before its callback */
+    out("%s delivered=%llu rejected=%llu gaps=%llu", name, (unsigned long long)s.delivered,
         (unsigned long long)s.rejected, (unsigned long long)s.gaps);
 }
 

@@ -108,7 +108,7 @@ const char *CNotify_center_bus_address(CNotify_center *center);
 /* Counters for diagnostics and benchmarks. */
 typedef struct CNotify_stats {
     uint64_t received;   /* Post signals received from the bus */
-    uint64_t delivered;  /* callback invocations */
+    uint64_t delivered;  /* callback invocations, each counted as it begins */
     uint64_t gaps;       /* posts missing from a sender's sequence (lost by the bus); one jump
                           * adds at most 2^20, and a reconnect starts every sequence afresh */
     uint64_t reconnects; /* successful reconnections after a lost bus */
