@@ -31,8 +31,8 @@ func wormholeSuite(_ options: Options) async throws -> (rows: [Row], metrics: [M
         notification.add(try await PingPong.measure(.swiftClosure, bus: bus.address, samples: perRound, warmup: options.warmup))
         notificationHere.add(try await PingPong.measure(.swiftDirect, bus: bus.address, samples: perRound, warmup: options.warmup))
         floor.add(try await PingPong.measure(.floor, bus: bus.address, samples: perRound, warmup: options.warmup))
-        datasync.add(try appendDatasync(in: diskRoot, samples: perRound))
-        rewrite.add(try rewriteDatasync(in: diskRoot, samples: perRound))
+        datasync.add(try syncedWrites(in: diskRoot, samples: perRound, inPlace: false))
+        rewrite.add(try syncedWrites(in: diskRoot, samples: perRound, inPlace: true))
         for (place, root) in [("disk", diskRoot), ("tmpfs", tmpfsRoot)] {
             for here in [false, true] {
                 small[place + (here ? " here" : ""), default: Samples()].add(
@@ -154,41 +154,24 @@ private func openWormhole(bus: String, root: String, transiting: Transiting) thr
     return try Wormhole(group: "group.bench", transiting: transiting, container: container, center: try NotifyCenter(bus: bus))
 }
 
-/// write(2) of 1 KiB at the end of a file, then fdatasync: the disk's own cost of one small
-/// durable write, in the wormhole's directory.
-private func appendDatasync(in root: String, samples: Int) throws -> Samples {
-    let path = root + "/datasync-probe"
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-    guard fd >= 0 else { throw BenchError("cannot create \(path): errno \(errno)") }
-    defer { close(fd); unlink(path) }
-    let block = [UInt8](repeating: 0x63, count: 1024)
-    var result = Samples()
-    for _ in 0..<samples {
-        let t0 = DispatchTime.now().uptimeNanoseconds
-        guard block.withUnsafeBytes({ write(fd, $0.baseAddress, 1024) }) == 1024, fdatasync(fd) == 0 else {
-            throw BenchError("write or fdatasync of \(path) failed: errno \(errno)")
-        }
-        result.record(DispatchTime.now().uptimeNanoseconds - t0)
-    }
-    return result
-}
-
-/// 1 KiB written over the start of a 1 KiB file whose blocks an earlier fsync made durable, then
-/// `fdatasync`: what a pass written in place (InPlace.swift) asks of the disk, in `root`.
-private func rewriteDatasync(in root: String, samples: Int) throws -> Samples {
-    let path = root + "/rewrite-probe"
+/// 1 KiB written and `fdatasync`ed, `samples` times, in a file of `root` (the wormhole's
+/// directory): at the end of the file (`inPlace` false), the disk's own cost of one small durable
+/// write; or over the start of a 1 KiB file whose blocks an earlier fsync made durable (`inPlace`),
+/// what a pass written in place (InPlace.swift) asks of the disk: no size change, no journal commit.
+private func syncedWrites(in root: String, samples: Int, inPlace: Bool) throws -> Samples {
+    let path = root + (inPlace ? "/rewrite-probe" : "/datasync-probe")
     let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
     guard fd >= 0 else { throw BenchError("cannot create \(path): errno \(errno)") }
     defer { close(fd); unlink(path) }
     let block = [UInt8](repeating: 0x63, count: 1024)
-    guard block.withUnsafeBytes({ pwrite(fd, $0.baseAddress, 1024, 0) }) == 1024, fsync(fd) == 0 else {
-        throw BenchError("write or fsync of \(path) failed: errno \(errno)")
-    }
+    // In place: at offset 0 of a file made durable first. Else: at the end, as write(2) does.
+    let writeBlock = { block.withUnsafeBytes { inPlace ? pwrite(fd, $0.baseAddress, 1024, 0) : write(fd, $0.baseAddress, 1024) } }
+    if inPlace, writeBlock() != 1024 || fsync(fd) != 0 { throw BenchError("write or fsync of \(path) failed: errno \(errno)") }
     var result = Samples()
     for _ in 0..<samples {
         let t0 = DispatchTime.now().uptimeNanoseconds
-        guard block.withUnsafeBytes({ pwrite(fd, $0.baseAddress, 1024, 0) }) == 1024, fdatasync(fd) == 0 else {
-            throw BenchError("pwrite or fdatasync of \(path) failed: errno \(errno)")
+        guard writeBlock() == 1024, fdatasync(fd) == 0 else {
+            throw BenchError("write or fdatasync of \(path) failed: errno \(errno)")
         }
         result.record(DispatchTime.now().uptimeNanoseconds - t0)
     }
